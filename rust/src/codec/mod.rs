@@ -1,0 +1,12 @@
+//! The binary frame that carries one record across processes: layout, encoder, decoder, peek.
+//!
+//! Pure Rust (no pyo3). The layout is specified in `docs/wire-format.md`.
+
+mod error;
+mod frame;
+
+pub use error::{DecodeError, DecodeErrorKind, EncodeError};
+pub use frame::{
+    decode, decode_frame, encode_into, encoded_len, peek, Frames, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR,
+    MAX_FRAME_LEN, MIN_FRAME_LEN, MINOR,
+};
