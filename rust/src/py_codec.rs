@@ -26,7 +26,12 @@ pub fn encode_into(details: &Bound<'_, PyDetails>, buffer: &Bound<'_, PyAny>, of
             let needed = codec::encoded_len(d);
             let dest = out.get_mut(offset..).filter(|rest| rest.len() >= needed);
             let Some(dest) = dest else {
-                return Err(EncodeError::BufferTooSmall { needed, available, offset }.into());
+                return Err(EncodeError::BufferTooSmall {
+                    needed,
+                    available,
+                    offset,
+                }
+                .into());
             };
             Ok(codec::encode_into(d, dest)?)
         })
@@ -40,7 +45,7 @@ pub fn decode<'py>(buffer: &Bound<'py, PyAny>, sanitize: bool) -> PyResult<Bound
     let py = buffer.py();
     with_bytes(buffer, |bytes| {
         let d = codec::decode(bytes)?;
-        Bound::new(py, PyDetails::from_ref(py, &d, sanitize)?)
+        Bound::new(py, PyDetails::from_ref(py, &d, sanitize))
     })
 }
 
@@ -71,7 +76,7 @@ pub fn decode_many<'py>(buffer: &Bound<'py, PyAny>, sanitize: bool) -> PyResult<
     with_bytes(buffer, |bytes| {
         let list = PyList::empty(py);
         for d in Frames::new(bytes) {
-            list.append(Bound::new(py, PyDetails::from_ref(py, &d?, sanitize)?)?)?;
+            list.append(Bound::new(py, PyDetails::from_ref(py, &d?, sanitize))?)?;
         }
         Ok(list)
     })

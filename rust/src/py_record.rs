@@ -10,11 +10,21 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::codec;
-use crate::record::{check_stage_id, check_status, Category, DetailsRef, RecordError, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN};
+use crate::record::{
+    check_stage_id, check_status, Category, DetailsRef, RecordError, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
+};
 use crate::sanitize;
 
-const FIELDS: [&str; 8] =
-    ["message", "category", "status_code", "error_type", "parameter", "request_id", "stage_id", "fatal"];
+const FIELDS: [&str; 8] = [
+    "message",
+    "category",
+    "status_code",
+    "error_type",
+    "parameter",
+    "request_id",
+    "stage_id",
+    "fatal",
+];
 
 /// A validated, sanitized error record. Frozen, hashable, comparable, picklable.
 #[pyclass(frozen, name = "OmniErrorDetails", module = "omni_errors")]
@@ -93,7 +103,7 @@ impl PyDetails {
                 let name: PyBackedStr = key.extract()?;
                 if !FIELDS.contains(&&*name) {
                     return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                        "replace() got an unexpected field {:?}; fields are {}",
+                        "replace() got an unexpected field '{}'; fields are {}",
                         &*name,
                         FIELDS.join(", ")
                     )));
@@ -132,11 +142,14 @@ impl PyDetails {
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
         static DECODE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
         static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let decode = DECODE.get_or_try_init(py, || py.import("omni_errors._native")?.getattr("decode").map(Bound::unbind))?;
+        let decode = DECODE.get_or_try_init(py, || {
+            py.import("omni_errors._native")?.getattr("decode").map(Bound::unbind)
+        })?;
         let frame = self.encode(py)?.into_any();
         // Protocol 5: one PickleBuffer, which travels out of band when the pickler has a buffer_callback.
         let arg = if protocol >= 5 {
-            let cls = PICKLE_BUFFER.get_or_try_init(py, || py.import("pickle")?.getattr("PickleBuffer").map(Bound::unbind))?;
+            let cls = PICKLE_BUFFER
+                .get_or_try_init(py, || py.import("pickle")?.getattr("PickleBuffer").map(Bound::unbind))?;
             cls.bind(py).call1((frame,))?
         } else {
             frame
@@ -163,7 +176,8 @@ impl PyDetails {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let repr = |o: &Option<Py<PyString>>| -> PyResult<String> {
-            o.as_ref().map_or(Ok("None".to_owned()), |s| Ok(s.bind(py).repr()?.to_string()))
+            o.as_ref()
+                .map_or(Ok("None".to_owned()), |s| Ok(s.bind(py).repr()?.to_string()))
         };
         Ok(format!(
             "OmniErrorDetails(message={}, category={}, status_code={}, error_type={}, parameter={}, request_id={}, stage_id={}, fatal={})",
@@ -186,7 +200,7 @@ impl PyDetails {
 
 impl PyDetails {
     /// Builds a record from a decoded frame; `clean` re-applies the sanitizer to the text fields.
-    pub fn from_ref(py: Python<'_>, d: &DetailsRef<'_>, clean: bool) -> PyResult<Self> {
+    pub fn from_ref(py: Python<'_>, d: &DetailsRef<'_>, clean: bool) -> Self {
         let text = |s: &str, max: usize| {
             if clean {
                 PyString::new(py, &sanitize::sanitize(s, max))
@@ -194,7 +208,7 @@ impl PyDetails {
                 PyString::new(py, s)
             }
         };
-        Ok(PyDetails {
+        PyDetails {
             message: text(d.message, MAX_MESSAGE_LEN).unbind(),
             category: d.category,
             status_code: d.status_code,
@@ -203,7 +217,7 @@ impl PyDetails {
             request_id: d.request_id.map(|r| PyString::new(py, r).unbind()),
             stage_id: d.stage_id,
             fatal: d.fatal,
-        })
+        }
     }
 
     /// Runs `f` over a borrowed view of this record's fields.
@@ -269,8 +283,8 @@ fn parse_category(value: &str) -> PyResult<Category> {
 }
 
 fn check_int_status(category: Category, status: i64) -> PyResult<u16> {
-    let status16 = u16::try_from(status)
-        .map_err(|_| PyErr::from(RecordError::StatusOutOfRange { category, status }))?;
+    let status16 =
+        u16::try_from(status).map_err(|_| PyErr::from(RecordError::StatusOutOfRange { category, status }))?;
     check_status(category, status16)?;
     Ok(status16)
 }

@@ -121,7 +121,9 @@ impl DetailsRef<'_> {
         check_len("message", self.message, MAX_MESSAGE_LEN)?;
         check_len("error_type", self.error_type, MAX_ERROR_TYPE_LEN)?;
         if !is_identifier(self.error_type) {
-            return Err(RecordError::NotIdentifier { value: excerpt(self.error_type) });
+            return Err(RecordError::NotIdentifier {
+                value: excerpt(self.error_type),
+            });
         }
         if let Some(parameter) = self.parameter {
             check_len("parameter", parameter, MAX_PARAMETER_LEN)?;
@@ -149,7 +151,10 @@ pub fn check_status(category: Category, status: u16) -> Result<(), RecordError> 
     if (min..=max).contains(&status) {
         Ok(())
     } else {
-        Err(RecordError::StatusOutOfRange { category, status: i64::from(status) })
+        Err(RecordError::StatusOutOfRange {
+            category,
+            status: i64::from(status),
+        })
     }
 }
 
@@ -161,7 +166,9 @@ pub fn check_stage_id(stage_id: u32) -> Result<(), RecordError> {
     if stage_id <= MAX_STAGE_ID {
         Ok(())
     } else {
-        Err(RecordError::StageIdOutOfRange { value: i64::from(stage_id) })
+        Err(RecordError::StageIdOutOfRange {
+            value: i64::from(stage_id),
+        })
     }
 }
 
@@ -169,7 +176,11 @@ fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), RecordE
     if value.len() <= max {
         Ok(())
     } else {
-        Err(RecordError::TooLong { field, len: value.len(), max })
+        Err(RecordError::TooLong {
+            field,
+            len: value.len(),
+            max,
+        })
     }
 }
 
@@ -193,7 +204,11 @@ fn excerpt(s: &str) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RecordError {
     /// A string longer than its bound, in UTF-8 bytes.
-    TooLong { field: &'static str, len: usize, max: usize },
+    TooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
     /// `error_type` is not an identifier.
     NotIdentifier { value: String },
     /// `status_code` outside the category's range.
@@ -225,7 +240,10 @@ impl fmt::Display for RecordError {
                 write!(f, "field `{field}` length {len} exceeds limit {max} (UTF-8 bytes)")
             }
             RecordError::NotIdentifier { value } => {
-                write!(f, "field `error_type` must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got {value:?}")
+                write!(
+                    f,
+                    "field `error_type` must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got {value:?}"
+                )
             }
             RecordError::StatusOutOfRange { category, status } => {
                 let (min, max) = category.status_range();
@@ -272,7 +290,10 @@ mod tests {
         let mut d = sample();
         d.status_code = 500;
         let err = d.as_ref().validate().unwrap_err();
-        assert_eq!(err.to_string(), "field `status_code` 500 is outside 400..=499 required for category \"client\"");
+        assert_eq!(
+            err.to_string(),
+            "field `status_code` 500 is outside 400..=499 required for category \"client\""
+        );
     }
 
     #[test]

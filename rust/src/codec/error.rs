@@ -8,7 +8,11 @@ use crate::record::RecordError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeErrorKind {
     /// The buffer ends before `field` does.
-    Truncated { field: &'static str, needed: usize, available: usize },
+    Truncated {
+        field: &'static str,
+        needed: usize,
+        available: usize,
+    },
     /// The frame does not start with [`super::MAGIC`].
     BadMagic { found: [u8; 2] },
     /// A major version this reader does not speak.
@@ -19,10 +23,16 @@ pub enum DecodeErrorKind {
     ChecksumMismatch { stored: u32, computed: u32 },
     /// A reserved field or bit is set.
     Reserved { field: &'static str, value: u32 },
+    /// A stage id is stored but its presence flag is clear.
+    StageIdWithoutFlag { value: u16 },
     /// A string field is not valid UTF-8.
     InvalidUtf8 { field: &'static str },
     /// The strings and extensions do not end where `frame_len` says.
-    LengthMismatch { field: &'static str, end: usize, frame_end: usize },
+    LengthMismatch {
+        field: &'static str,
+        end: usize,
+        frame_end: usize,
+    },
     /// `decode` was given more bytes than one frame.
     TrailingBytes { frame_len: usize, buffer_len: usize },
     /// The fields decode but break a record invariant.
@@ -58,6 +68,7 @@ impl DecodeError {
             | DecodeErrorKind::InvalidUtf8 { field }
             | DecodeErrorKind::LengthMismatch { field, .. } => field,
             DecodeErrorKind::BadMagic { .. } => "magic",
+            DecodeErrorKind::StageIdWithoutFlag { .. } => "stage_id",
             DecodeErrorKind::UnsupportedVersion { .. } => "major_version",
             DecodeErrorKind::BadFrameLength { .. } | DecodeErrorKind::TrailingBytes { .. } => "frame_len",
             DecodeErrorKind::ChecksumMismatch { .. } => "checksum",
@@ -94,6 +105,9 @@ impl fmt::Display for DecodeError {
             DecodeErrorKind::Reserved { field, value } => {
                 write!(f, "field `{field}` has reserved bits set (0x{value:x}) at byte {at}")
             }
+            DecodeErrorKind::StageIdWithoutFlag { value } => {
+                write!(f, "field `stage_id` is {value} but its presence flag (bit 2) is clear at byte {at}")
+            }
             DecodeErrorKind::InvalidUtf8 { field } => write!(f, "field `{field}` is not valid UTF-8 at byte {at}"),
             DecodeErrorKind::LengthMismatch { field, end, frame_end } => write!(
                 f,
@@ -114,7 +128,11 @@ impl std::error::Error for DecodeError {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EncodeError {
     /// The destination cannot hold the frame.
-    BufferTooSmall { needed: usize, available: usize, offset: usize },
+    BufferTooSmall {
+        needed: usize,
+        available: usize,
+        offset: usize,
+    },
     /// The record breaks an invariant (only reachable from Rust; Python records are valid by construction).
     Invalid(RecordError),
 }
@@ -122,7 +140,11 @@ pub enum EncodeError {
 impl fmt::Display for EncodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EncodeError::BufferTooSmall { needed, available, offset } => write!(
+            EncodeError::BufferTooSmall {
+                needed,
+                available,
+                offset,
+            } => write!(
                 f,
                 "buffer too small: frame needs {needed} bytes at offset {offset}, {available} available"
             ),

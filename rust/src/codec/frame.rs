@@ -2,8 +2,10 @@
 //! skippable extensions and a trailing CRC32C. All integers are little-endian.
 
 use super::error::{DecodeError, DecodeErrorKind as K, EncodeError};
-use crate::record::{check_stage_id, check_status, Category, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN,
-                    MAX_PARAMETER_LEN, MAX_REQUEST_ID_LEN};
+use crate::record::{
+    check_stage_id, check_status, Category, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
+    MAX_REQUEST_ID_LEN,
+};
 
 /// First two bytes of every frame: `OE`.
 pub const MAGIC: [u8; 2] = *b"OE";
@@ -30,7 +32,6 @@ const FLAGS_KNOWN: u8 = FLAG_SERVER | FLAG_FATAL | FLAG_STAGE_ID | FLAG_PARAMETE
 
 // Header offsets.
 const OFF_MAJOR: usize = 2;
-const OFF_MINOR: usize = 3;
 const OFF_FRAME_LEN: usize = 4;
 const OFF_STATUS: usize = 8;
 const OFF_FLAGS: usize = 10;
@@ -65,7 +66,11 @@ pub fn encode_into(d: &DetailsRef<'_>, out: &mut [u8]) -> Result<usize, EncodeEr
     d.validate().map_err(EncodeError::Invalid)?;
     let len = encoded_len(d);
     let Some(out) = out.get_mut(..len) else {
-        return Err(EncodeError::BufferTooSmall { needed: len, available: out.len(), offset: 0 });
+        return Err(EncodeError::BufferTooSmall {
+            needed: len,
+            available: out.len(),
+            offset: 0,
+        });
     };
     let mut flags = 0;
     if d.category == Category::Server {
@@ -138,53 +143,101 @@ pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
         None => return Err(truncated("header", HEADER_LEN, buf.len(), 0)),
     };
     if header[..2] != MAGIC {
-        return Err(DecodeError::new(K::BadMagic { found: [header[0], header[1]] }, 0));
+        return Err(DecodeError::new(
+            K::BadMagic {
+                found: [header[0], header[1]],
+            },
+            0,
+        ));
     }
     if header[OFF_MAJOR] != MAJOR {
-        return Err(DecodeError::new(K::UnsupportedVersion { major: header[OFF_MAJOR] }, OFF_MAJOR));
+        return Err(DecodeError::new(
+            K::UnsupportedVersion {
+                major: header[OFF_MAJOR],
+            },
+            OFF_MAJOR,
+        ));
     }
-    let _minor = header[OFF_MINOR];
+    // header[OFF_MINOR]: any minor of this major is accepted; its additions are skippable extensions.
     let frame_len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
     let frame_len_usize = frame_len as usize;
     if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&frame_len_usize) {
         return Err(DecodeError::new(
-            K::BadFrameLength { len: frame_len, min: MIN_FRAME_LEN, max: MAX_FRAME_LEN },
+            K::BadFrameLength {
+                len: frame_len,
+                min: MIN_FRAME_LEN,
+                max: MAX_FRAME_LEN,
+            },
             OFF_FRAME_LEN,
         ));
     }
     let status_code = u16::from_le_bytes([header[OFF_STATUS], header[OFF_STATUS + 1]]);
     let flags = header[OFF_FLAGS];
     if flags & !FLAGS_KNOWN != 0 {
-        return Err(DecodeError::new(K::Reserved { field: "flags", value: u32::from(flags) }, OFF_FLAGS));
+        return Err(DecodeError::new(
+            K::Reserved {
+                field: "flags",
+                value: u32::from(flags),
+            },
+            OFF_FLAGS,
+        ));
     }
     if header[OFF_RESERVED8] != 0 {
         let value = u32::from(header[OFF_RESERVED8]);
-        return Err(DecodeError::new(K::Reserved { field: "reserved", value }, OFF_RESERVED8));
+        return Err(DecodeError::new(
+            K::Reserved {
+                field: "reserved",
+                value,
+            },
+            OFF_RESERVED8,
+        ));
     }
     let stage_raw = u16::from_le_bytes([header[OFF_STAGE_ID], header[OFF_STAGE_ID + 1]]);
     let reserved16 = u16::from_le_bytes([header[OFF_RESERVED16], header[OFF_RESERVED16 + 1]]);
     if reserved16 != 0 {
-        return Err(DecodeError::new(K::Reserved { field: "reserved", value: u32::from(reserved16) }, OFF_RESERVED16));
+        return Err(DecodeError::new(
+            K::Reserved {
+                field: "reserved",
+                value: u32::from(reserved16),
+            },
+            OFF_RESERVED16,
+        ));
     }
     let stage_id = if flags & FLAG_STAGE_ID != 0 {
         let id = u32::from(stage_raw);
         check_stage_id(id).map_err(|e| DecodeError::new(K::Invalid(e), OFF_STAGE_ID))?;
         Some(id)
     } else if stage_raw != 0 {
-        return Err(DecodeError::new(K::Reserved { field: "stage_id", value: u32::from(stage_raw) }, OFF_STAGE_ID));
+        return Err(DecodeError::new(
+            K::StageIdWithoutFlag { value: stage_raw },
+            OFF_STAGE_ID,
+        ));
     } else {
         None
     };
-    let category = if flags & FLAG_SERVER != 0 { Category::Server } else { Category::Client };
+    let category = if flags & FLAG_SERVER != 0 {
+        Category::Server
+    } else {
+        Category::Client
+    };
     check_status(category, status_code).map_err(|e| DecodeError::new(K::Invalid(e), OFF_STATUS))?;
     let fatal = flags & FLAG_FATAL != 0;
     if fatal && category == Category::Client {
-        return Err(DecodeError::new(K::Invalid(crate::record::RecordError::FatalClient), OFF_FLAGS));
+        return Err(DecodeError::new(
+            K::Invalid(crate::record::RecordError::FatalClient),
+            OFF_FLAGS,
+        ));
     }
     if buf.len() < frame_len_usize {
         return Err(truncated("frame", frame_len_usize, buf.len(), 0));
     }
-    Ok(Peek { category, fatal, status_code, stage_id, frame_len: frame_len_usize })
+    Ok(Peek {
+        category,
+        fatal,
+        status_code,
+        stage_id,
+        frame_len: frame_len_usize,
+    })
 }
 
 /// Decodes exactly one frame that fills `buf`.
@@ -194,7 +247,13 @@ pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
 pub fn decode(buf: &[u8]) -> Result<DetailsRef<'_>, DecodeError> {
     let (details, frame_len) = decode_frame(buf)?;
     if frame_len != buf.len() {
-        return Err(DecodeError::new(K::TrailingBytes { frame_len, buffer_len: buf.len() }, frame_len));
+        return Err(DecodeError::new(
+            K::TrailingBytes {
+                frame_len,
+                buffer_len: buf.len(),
+            },
+            frame_len,
+        ));
     }
     Ok(details)
 }
@@ -207,18 +266,33 @@ pub fn decode_frame(buf: &[u8]) -> Result<(DetailsRef<'_>, usize), DecodeError> 
     let head = peek(buf)?;
     let frame = &buf[..head.frame_len];
     let body_end = head.frame_len - CRC_LEN;
-    let stored = u32::from_le_bytes([frame[body_end], frame[body_end + 1], frame[body_end + 2], frame[body_end + 3]]);
+    let stored = u32::from_le_bytes([
+        frame[body_end],
+        frame[body_end + 1],
+        frame[body_end + 2],
+        frame[body_end + 3],
+    ]);
     let computed = crc32c::crc32c(&frame[..body_end]);
     if stored != computed {
         return Err(DecodeError::new(K::ChecksumMismatch { stored, computed }, body_end));
     }
     let flags = frame[OFF_FLAGS];
-    let mut r = Reader { buf: &frame[..body_end], pos: HEADER_LEN };
+    let mut r = Reader {
+        buf: &frame[..body_end],
+        pos: HEADER_LEN,
+    };
     let message = r.string("message", MAX_MESSAGE_LEN)?;
     let error_type = r.string("error_type", MAX_ERROR_TYPE_LEN)?;
-    let parameter = if flags & FLAG_PARAMETER != 0 { Some(r.string("parameter", MAX_PARAMETER_LEN)?) } else { None };
-    let request_id =
-        if flags & FLAG_REQUEST_ID != 0 { Some(r.string("request_id", MAX_REQUEST_ID_LEN)?) } else { None };
+    let parameter = if flags & FLAG_PARAMETER != 0 {
+        Some(r.string("parameter", MAX_PARAMETER_LEN)?)
+    } else {
+        None
+    };
+    let request_id = if flags & FLAG_REQUEST_ID != 0 {
+        Some(r.string("request_id", MAX_REQUEST_ID_LEN)?)
+    } else {
+        None
+    };
     // Extensions: this version knows none, so every one is skipped after its bounds are checked.
     while r.pos < body_end {
         let _tag = r.u16("extension_tag")?;
@@ -260,7 +334,11 @@ impl<'a> Reader<'a> {
                 Ok(out)
             }
             None => Err(DecodeError::new(
-                K::LengthMismatch { field, end: self.pos.saturating_add(n), frame_end: self.buf.len() },
+                K::LengthMismatch {
+                    field,
+                    end: self.pos.saturating_add(n),
+                    frame_end: self.buf.len(),
+                },
                 self.pos,
             )),
         }
@@ -279,20 +357,26 @@ impl<'a> Reader<'a> {
             return Err(DecodeError::new(K::Invalid(e), len_at));
         }
         let at = self.pos;
-        let bytes = self.bytes(field, len)?;
-        match simdutf8::basic::from_utf8(bytes) {
-            Ok(s) => Ok(s),
-            Err(_) => {
-                // Slow path, errors only: find the first bad byte for the message.
-                let bad = simdutf8::compat::from_utf8(bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
-                Err(DecodeError::new(K::InvalidUtf8 { field }, at + bad))
-            }
-        }
+        let bytes = self
+            .bytes(field, len)
+            .map_err(|e| DecodeError { offset: len_at, ..e })?;
+        simdutf8::basic::from_utf8(bytes).map_err(|_| {
+            // Slow path, errors only: find the first bad byte for the message.
+            let bad = simdutf8::compat::from_utf8(bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
+            DecodeError::new(K::InvalidUtf8 { field }, at + bad)
+        })
     }
 }
 
 fn truncated(field: &'static str, needed: usize, available: usize, at: usize) -> DecodeError {
-    DecodeError::new(K::Truncated { field, needed, available }, at)
+    DecodeError::new(
+        K::Truncated {
+            field,
+            needed,
+            available,
+        },
+        at,
+    )
 }
 
 /// Iterates over back-to-back frames in one buffer; stops at the first error.
@@ -363,7 +447,10 @@ mod tests {
     fn peek_reads_header() {
         let f = frame(&sample());
         let p = peek(&f).unwrap();
-        assert_eq!((p.category, p.fatal, p.status_code, p.stage_id, p.frame_len), (Category::Server, true, 500, Some(1), f.len()));
+        assert_eq!(
+            (p.category, p.fatal, p.status_code, p.stage_id, p.frame_len),
+            (Category::Server, true, 500, Some(1), f.len())
+        );
     }
 
     #[test]
@@ -381,7 +468,11 @@ mod tests {
         let need = encoded_len(&d.as_ref());
         assert_eq!(
             encode_into(&d.as_ref(), &mut out),
-            Err(EncodeError::BufferTooSmall { needed: need, available: 10, offset: 0 })
+            Err(EncodeError::BufferTooSmall {
+                needed: need,
+                available: 10,
+                offset: 0
+            })
         );
     }
 }

@@ -8,5 +8,5 @@ mod frame;
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use frame::{
     decode, decode_frame, encode_into, encoded_len, peek, Frames, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR,
-    MAX_FRAME_LEN, MIN_FRAME_LEN, MINOR,
+    MAX_FRAME_LEN, MINOR, MIN_FRAME_LEN,
 };
