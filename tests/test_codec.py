@@ -6,11 +6,10 @@ import array
 import mmap
 from typing import Any
 
-import pytest
-from reference_decoder import encode as reference_encode
-
 import omni_errors as oe
+import pytest
 from omni_errors import DecodeError, EncodeError, OmniErrorDetails
+from reference_decoder import encode as reference_encode
 
 RECORD = OmniErrorDetails(
     "stage 1 failed", "server", 500, "EngineDeadError", request_id="req-9", stage_id=1, fatal=True
@@ -71,7 +70,10 @@ def test_corruption_of_every_byte_is_detected() -> None:
     ("frame", "message"),
     [
         (b"PK" + FRAME[2:], "field `magic` expected 0x4f45, got 0x504b at byte 0"),
-        (FRAME[:2] + b"\x07" + FRAME[3:], "field `major_version` 7 is not supported \\(this reader speaks 1\\) at byte 2"),
+        (
+            FRAME[:2] + b"\x07" + FRAME[3:],
+            "field `major_version` 7 is not supported \\(this reader speaks 1\\) at byte 2",
+        ),
         (FRAME[:-1] + b"\x00", "field `checksum` 0x.* does not match computed 0x.* at byte 56: frame is torn"),
         (FRAME + b"\x00\x00", "field `frame_len` 60 leaves trailing bytes: buffer has 62 \\(at byte 60\\)"),
     ],
@@ -85,11 +87,31 @@ def test_malformed_frames_exact_errors(frame: bytes, message: str) -> None:
 @pytest.mark.parametrize(
     ("record", "message", "offset"),
     [
-        ({"status_code": 503, "category": "client"}, 'field `status_code` 503 is outside 400..=499 required for category "client" at byte 8', 8),
-        ({"status_code": 400, "category": "client", "fatal": True}, 'field `fatal` may be true only for category "server" at byte 10', 10),
-        ({"status_code": 500, "category": "server", "error_type": "not an identifier"}, "field `error_type` must be an identifier", 19),
-        ({"status_code": 500, "category": "server", "request_id": "r" * 300}, "field `request_id` length 300 exceeds limit 256", 24),
-        ({"status_code": 500, "category": "server", "stage_id": 65535}, "field `stage_id` 65535 is outside 0..=65534 at byte 12", 12),
+        (
+            {"status_code": 503, "category": "client"},
+            'field `status_code` 503 is outside 400..=499 required for category "client" at byte 8',
+            8,
+        ),
+        (
+            {"status_code": 400, "category": "client", "fatal": True},
+            'field `fatal` may be true only for category "server" at byte 10',
+            10,
+        ),
+        (
+            {"status_code": 500, "category": "server", "error_type": "not an identifier"},
+            "field `error_type` must be an identifier",
+            19,
+        ),
+        (
+            {"status_code": 500, "category": "server", "request_id": "r" * 300},
+            "field `request_id` length 300 exceeds limit 256",
+            24,
+        ),
+        (
+            {"status_code": 500, "category": "server", "stage_id": 65535},
+            "field `stage_id` 65535 is outside 0..=65534 at byte 12",
+            12,
+        ),
     ],
     ids=["category-status", "fatal-client", "identifier", "over-limit", "stage-range"],
 )
@@ -126,7 +148,9 @@ def test_encode_into_offset_and_exact_size() -> None:
 
 
 def test_encode_into_refuses_bad_destinations() -> None:
-    with pytest.raises(EncodeError, match=f"buffer too small: frame needs {len(FRAME)} bytes at offset 40, 10 available"):
+    with pytest.raises(
+        EncodeError, match=f"buffer too small: frame needs {len(FRAME)} bytes at offset 40, 10 available"
+    ):
         oe.encode_into(RECORD, bytearray(50), 40)
     with pytest.raises(EncodeError, match="at offset 99, 0 available"):
         oe.encode_into(RECORD, bytearray(50), 99)

@@ -6,9 +6,8 @@ import copy
 import pickle
 from typing import Any
 
-import pytest
-
 import omni_errors as oe
+import pytest
 from omni_errors import InvalidRecordError, OmniErrorDetails
 
 CLIENT: dict[str, Any] = {
@@ -44,13 +43,25 @@ def test_keyword_construction_and_dict_round_trip() -> None:
 @pytest.mark.parametrize(
     ("changes", "field", "message"),
     [
-        ({"status_code": 500}, "status_code", 'field `status_code` 500 is outside 400..=499 required for category "client"'),
+        (
+            {"status_code": 500},
+            "status_code",
+            'field `status_code` 500 is outside 400..=499 required for category "client"',
+        ),
         ({"status_code": 70000}, "status_code", "field `status_code` 70000 is outside 400..=499"),
         ({"status_code": -1}, "status_code", "field `status_code` -1 is outside 400..=499"),
-        ({"category": "server"}, "status_code", 'field `status_code` 400 is outside 500..=599 required for category "server"'),
+        (
+            {"category": "server"},
+            "status_code",
+            'field `status_code` 400 is outside 500..=599 required for category "server"',
+        ),
         ({"category": "user"}, "category", 'field `category` must be one of "client", "server", got "user"'),
         ({"fatal": True}, "fatal", 'field `fatal` may be true only for category "server"'),
-        ({"error_type": "Bad Request"}, "error_type", r"field `error_type` must be an identifier .* got \"Bad Request\""),
+        (
+            {"error_type": "Bad Request"},
+            "error_type",
+            r"field `error_type` must be an identifier .* got \"Bad Request\"",
+        ),
         ({"error_type": "E" * 65}, "error_type", "field `error_type` length 65 exceeds limit 64"),
         ({"request_id": "r" * 257}, "request_id", "field `request_id` length 257 exceeds limit 256"),
         ({"stage_id": -1}, "stage_id", "field `stage_id` -1 is outside 0..=65534"),

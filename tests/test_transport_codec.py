@@ -10,11 +10,10 @@ from typing import Any
 
 import msgpack
 import msgspec
+import omni_errors as oe
 import procs
 import pytest
 import zmq
-
-import omni_errors as oe
 from omni_errors import OmniErrorDetails, embed
 
 SPAWN = mp.get_context("spawn")

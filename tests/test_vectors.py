@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import omni_errors as oe
 import pytest
 from reference_decoder import ReferenceDecodeError
 from reference_decoder import decode as reference_decode
 from vectors.generate import build
-
-import omni_errors as oe
 
 VECTORS: dict[str, Any] = json.loads(Path(__file__).with_name("vectors").joinpath("frames.json").read_text("utf-8"))
 

@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension `omni_errors._native` (record, frame codec, sanitizer)."""
 
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, SupportsIndex, final
 
 from typing_extensions import Buffer, Self
 
@@ -14,7 +14,7 @@ MAX_PARAMETER_LEN: Final[int]
 MAX_REQUEST_ID_LEN: Final[int]
 MAX_STAGE_ID: Final[int]
 
-Category = Literal["client", "server"]
+_Category = Literal["client", "server"]
 
 @final
 class OmniErrorDetails:
@@ -33,7 +33,7 @@ class OmniErrorDetails:
     def __new__(
         cls,
         message: str,
-        category: Category,
+        category: _Category,
         status_code: int,
         error_type: str,
         parameter: str | None = None,
@@ -44,7 +44,7 @@ class OmniErrorDetails:
     @property
     def message(self) -> str: ...
     @property
-    def category(self) -> Category: ...
+    def category(self) -> _Category: ...
     @property
     def status_code(self) -> int: ...
     @property
@@ -66,7 +66,7 @@ class OmniErrorDetails:
         """The record for `to_dict()` output; unknown keys raise `TypeError`."""
     def to_frame(self) -> bytes:
         """The wire frame, same as `encode(self)`."""
-    def __reduce_ex__(self, protocol: int, /) -> tuple[Any, ...]: ...
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, ...]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -99,7 +99,7 @@ def decode(buffer: Buffer, /, *, sanitize: bool = True) -> OmniErrorDetails:
 def decode_many(buffer: Buffer, /, *, sanitize: bool = True) -> list[OmniErrorDetails]:
     """Decode back-to-back frames filling `buffer`; the first bad frame raises `DecodeError`."""
 
-def peek(buffer: Buffer, /) -> tuple[Category, bool, int, int | None]:
+def peek(buffer: Buffer, /) -> tuple[_Category, bool, int, int | None]:
     """`(category, fatal, status_code, stage_id)` from the 16-byte header, in O(1).
 
     Checks magic, version, length and header invariants but not the checksum: use it to route,

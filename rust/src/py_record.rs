@@ -130,6 +130,7 @@ impl PyDetails {
 
     /// Builds a record from `to_dict()` output; unknown keys are refused.
     #[classmethod]
+    #[pyo3(signature = (data, /))]
     fn from_dict<'py>(cls: &Bound<'py, PyType>, data: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
         cls.call((), Some(data))
     }

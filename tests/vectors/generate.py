@@ -14,9 +14,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from reference_decoder import encode_extension, reseal  # noqa: E402
-
-from omni_errors import OmniErrorDetails, encode  # noqa: E402
+from omni_errors import OmniErrorDetails, encode
+from reference_decoder import encode_extension, reseal
 
 VALID: list[tuple[str, dict[str, Any]]] = [
     ("minimal_client", {"message": "", "category": "client", "status_code": 400, "error_type": "BadRequestError"}),
@@ -45,16 +44,33 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ),
     (
         "timeout_stage_max",
-        {"message": "stage deadline expired", "category": "server", "status_code": 504,
-         "error_type": "GatewayTimeout", "stage_id": 65534},
+        {
+            "message": "stage deadline expired",
+            "category": "server",
+            "status_code": 504,
+            "error_type": "GatewayTimeout",
+            "stage_id": 65534,
+        },
     ),
     (
         "unicode_message",
-        {"message": "Ungültige Eingabe: 音声が長すぎます 🎧", "category": "client", "status_code": 422,
-         "error_type": "UnprocessableEntityError"},
+        {
+            "message": "Ungültige Eingabe: 音声が長すぎます 🎧",
+            "category": "client",
+            "status_code": 422,
+            "error_type": "UnprocessableEntityError",
+        },
     ),
-    ("not_found", {"message": "The model `tiny` does not exist.", "category": "client", "status_code": 404,
-                   "error_type": "NotFoundError", "parameter": "model"}),
+    (
+        "not_found",
+        {
+            "message": "The model `tiny` does not exist.",
+            "category": "client",
+            "status_code": 404,
+            "error_type": "NotFoundError",
+            "parameter": "model",
+        },
+    ),
 ]
 
 
@@ -91,8 +107,13 @@ def build() -> dict[str, Any]:
     return {
         "format": "omni-errors frame 1.0",
         "valid": [{"name": n, "record": OmniErrorDetails(**r).to_dict(), "hex": _frame(r).hex()} for n, r in VALID]
-        + [{"name": "unknown_extension_skipped", "record": OmniErrorDetails(**VALID[1][1]).to_dict(),
-            "hex": encode_extension(base, 0x7A01, b"future field").hex()}],
+        + [
+            {
+                "name": "unknown_extension_skipped",
+                "record": OmniErrorDetails(**VALID[1][1]).to_dict(),
+                "hex": encode_extension(base, 0x7A01, b"future field").hex(),
+            }
+        ],
         "invalid": [{"name": n, "hex": b.hex(), "field": f, "offset": o} for n, b, f, o in invalid],
     }
 

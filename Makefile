@@ -1,0 +1,65 @@
+# omni-errors developer commands. `make help` lists them.
+# Everything runs inside .venv, created with uv from requirements.lock (pinned, vLLM included).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+CARGO  ?= cargo
+FUZZ_SECONDS ?= 60
+
+.DEFAULT_GOAL := help
+.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.lock
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(BIN)/python || $(UV) venv --quiet --python 3.11 $(VENV)
+	$(UV) pip install --quiet --python $(BIN)/python -r requirements.lock
+	@touch $@
+
+setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and torch included)
+
+build: setup ## build the Rust extension in release mode into .venv
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
+
+run: build ## set up, build, and run the main job on its defaults
+	$(BIN)/omni-errors bench
+
+bench: build ## benchmarks side by side with their baselines (pytest-benchmark)
+	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
+
+test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite
+
+test-rust: ## cargo tests of the pure-Rust core (no interpreter needed)
+	$(CARGO) test --no-default-features --quiet
+
+test-python: build ## the pytest suite
+	$(BIN)/python -m pytest
+
+lint: setup ## rustfmt, clippy, ruff, mypy
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets --quiet -- -D warnings
+	$(BIN)/ruff format --check python tests benches
+	$(BIN)/ruff check python tests benches
+	$(BIN)/mypy
+	$(BIN)/python -m mypy.stubtest omni_errors._native --allowlist .stubtest-allowlist
+
+format: setup ## apply rustfmt and ruff formatting
+	$(CARGO) fmt --all
+	$(BIN)/ruff format python tests benches
+	$(BIN)/ruff check --fix python tests benches
+
+fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
+		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+lock: ## re-pin requirements.lock from pyproject.toml
+	$(UV) pip compile --quiet pyproject.toml --extra dev --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
+
+clean: ## remove build outputs and the virtual environment
+	rm -rf target rust/fuzz/target $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -1,0 +1,30 @@
+"""pytest-benchmark view of the codec workloads in `omni_errors.bench`, one group per operation,
+each with its baselines side by side in the same run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from omni_errors import bench
+
+CASES = bench.cases()
+PARAMS = [
+    pytest.param(case, name, fn, id=f"{case.group}|{name}")
+    for case in CASES
+    for name, fn in [case.ours, *case.baselines.items()]
+]
+
+
+@pytest.mark.parametrize(("case", "name", "fn"), PARAMS)
+def test_codec(benchmark: Any, case: bench.Case, name: str, fn: Any) -> None:
+    benchmark.group = case.group
+    benchmark.extra_info["per_item"] = case.per_item
+    result = benchmark(fn)
+    if name == case.ours[0]:
+        # Correctness travels with the number: the measured call produced the record.
+        expected = bench.RECORD
+        produced = result[0] if isinstance(result, list) else result
+        if isinstance(produced, bench.OmniErrorDetails):
+            assert produced == expected
+            benchmark.extra_info["correct"] = True
