@@ -1,1 +1,50 @@
-fn main() {}
+//! Criterion benches of the pure-Rust codec: encode, decode (with validation), peek, and a
+//! 10 000-frame batch, against the floor of a plain CRC32C over the same bytes.
+
+use std::hint::black_box;
+
+use _native::codec::{decode, encode_into, encoded_len, peek, Frames};
+use _native::record::{Category, Details};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+fn record() -> Details {
+    Details {
+        message: "max_tokens must be <= 4096, got 10000".into(),
+        category: Category::Client,
+        status_code: 400,
+        error_type: "BadRequestError".into(),
+        parameter: Some("max_tokens".into()),
+        request_id: Some("chatcmpl-7f3a9c".into()),
+        stage_id: Some(0),
+        fatal: false,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let d = record();
+    let r = d.as_ref();
+    let mut frame = vec![0; encoded_len(&r)];
+    let _ = encode_into(&r, &mut frame);
+    let mut g = c.benchmark_group("codec");
+    g.bench_function("encode_into", |b| {
+        let mut out = vec![0; frame.len()];
+        b.iter(|| encode_into(black_box(&r), &mut out));
+    });
+    g.bench_function("decode", |b| {
+        b.iter(|| decode(black_box(&frame)).map(|d| d.status_code))
+    });
+    g.bench_function("peek", |b| b.iter(|| peek(black_box(&frame)).map(|p| p.status_code)));
+    g.bench_function("crc32c floor", |b| b.iter(|| crc32c::crc32c(black_box(&frame))));
+    g.finish();
+
+    let batch = frame.repeat(10_000);
+    let mut g = c.benchmark_group("batch");
+    g.throughput(Throughput::Elements(10_000));
+    g.bench_function("decode 10k frames", |b| {
+        b.iter(|| Frames::new(black_box(&batch)).flatten().count())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
