@@ -45,7 +45,7 @@ pub fn decode<'py>(buffer: &Bound<'py, PyAny>, sanitize: bool) -> PyResult<Bound
     let py = buffer.py();
     with_bytes(buffer, |bytes| {
         let d = codec::decode(bytes)?;
-        Bound::new(py, PyDetails::from_ref(py, &d, sanitize))
+        Bound::new(py, PyDetails::from_ref(py, &d, sanitize)?)
     })
 }
 
@@ -76,7 +76,7 @@ pub fn decode_many<'py>(buffer: &Bound<'py, PyAny>, sanitize: bool) -> PyResult<
     with_bytes(buffer, |bytes| {
         let list = PyList::empty(py);
         for d in Frames::new(bytes) {
-            list.append(Bound::new(py, PyDetails::from_ref(py, &d?, sanitize))?)?;
+            list.append(Bound::new(py, PyDetails::from_ref(py, &d?, sanitize)?)?)?;
         }
         Ok(list)
     })

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::sync::PyOnceLock;
@@ -201,24 +202,24 @@ impl PyDetails {
 
 impl PyDetails {
     /// Builds a record from a decoded frame; `clean` re-applies the sanitizer to the text fields.
-    pub fn from_ref(py: Python<'_>, d: &DetailsRef<'_>, clean: bool) -> Self {
+    pub fn from_ref(py: Python<'_>, d: &DetailsRef<'_>, clean: bool) -> PyResult<Self> {
         let text = |s: &str, max: usize| {
             if clean {
-                PyString::new(py, &sanitize::sanitize(s, max))
+                new_str(py, &sanitize::sanitize(s, max))
             } else {
-                PyString::new(py, s)
+                new_str(py, s)
             }
         };
-        PyDetails {
-            message: text(d.message, MAX_MESSAGE_LEN).unbind(),
+        Ok(PyDetails {
+            message: text(d.message, MAX_MESSAGE_LEN)?,
             category: d.category,
             status_code: d.status_code,
-            error_type: PyString::new(py, d.error_type).unbind(),
-            parameter: d.parameter.map(|p| text(p, MAX_PARAMETER_LEN).unbind()),
-            request_id: d.request_id.map(|r| PyString::new(py, r).unbind()),
+            error_type: new_str(py, d.error_type)?,
+            parameter: d.parameter.map(|p| text(p, MAX_PARAMETER_LEN)).transpose()?,
+            request_id: d.request_id.map(|r| new_str(py, r)).transpose()?,
             stage_id: d.stage_id,
             fatal: d.fatal,
-        }
+        })
     }
 
     /// Runs `f` over a borrowed view of this record's fields.
@@ -263,6 +264,22 @@ impl PyDetails {
                 self.fatal.into_py_any(py)?,
             ],
         )
+    }
+}
+
+/// A `str` for decoded text. ASCII (error types, ids, most messages) is copied straight into a new
+/// compact string, which skips a second UTF-8 decode (by `CPython`) of bytes already validated.
+fn new_str(py: Python<'_>, s: &str) -> PyResult<Py<PyString>> {
+    if !s.is_ascii() {
+        return Ok(PyString::new(py, s).unbind());
+    }
+    let len = ffi::Py_ssize_t::try_from(s.len())?;
+    // SAFETY: PyUnicode_New(len, 127) returns a new compact ASCII string with room for exactly
+    // `len` bytes, or NULL with MemoryError set; it is filled before anything else can see it.
+    unsafe {
+        let obj = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(len, 127))?;
+        std::ptr::copy_nonoverlapping(s.as_ptr(), ffi::PyUnicode_1BYTE_DATA(obj.as_ptr()), s.len());
+        Ok(obj.cast_into_unchecked::<PyString>().unbind())
     }
 }
 

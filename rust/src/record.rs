@@ -120,11 +120,7 @@ impl DetailsRef<'_> {
     pub fn validate(&self) -> Result<(), RecordError> {
         check_len("message", self.message, MAX_MESSAGE_LEN)?;
         check_len("error_type", self.error_type, MAX_ERROR_TYPE_LEN)?;
-        if !is_identifier(self.error_type) {
-            return Err(RecordError::NotIdentifier {
-                value: excerpt(self.error_type),
-            });
-        }
+        check_identifier(self.error_type)?;
         if let Some(parameter) = self.parameter {
             check_len("parameter", parameter, MAX_PARAMETER_LEN)?;
         }
@@ -154,6 +150,20 @@ pub fn check_status(category: Category, status: u16) -> Result<(), RecordError> 
         Err(RecordError::StatusOutOfRange {
             category,
             status: i64::from(status),
+        })
+    }
+}
+
+/// Checks that `error_type` is an identifier.
+///
+/// # Errors
+/// [`RecordError::NotIdentifier`] otherwise.
+pub fn check_identifier(error_type: &str) -> Result<(), RecordError> {
+    if is_identifier(error_type) {
+        Ok(())
+    } else {
+        Err(RecordError::NotIdentifier {
+            value: excerpt(error_type),
         })
     }
 }

@@ -3,8 +3,8 @@
 
 use super::error::{DecodeError, DecodeErrorKind as K, EncodeError};
 use crate::record::{
-    check_stage_id, check_status, Category, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
-    MAX_REQUEST_ID_LEN,
+    check_identifier, check_stage_id, check_status, Category, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN,
+    MAX_PARAMETER_LEN, MAX_REQUEST_ID_LEN,
 };
 
 /// First two bytes of every frame: `OE`.
@@ -299,6 +299,8 @@ pub fn decode_frame(buf: &[u8]) -> Result<(DetailsRef<'_>, usize), DecodeError> 
         let len = usize::from(r.u16("extension_len")?);
         r.bytes("extension_value", len)?;
     }
+    // `peek` checked the header's invariants and each read checked its bound; one rule is left.
+    check_identifier(error_type).map_err(|e| DecodeError::new(K::Invalid(e), HEADER_LEN + 2 + message.len()))?;
     let details = DetailsRef {
         message,
         category: head.category,
@@ -309,13 +311,6 @@ pub fn decode_frame(buf: &[u8]) -> Result<(DetailsRef<'_>, usize), DecodeError> 
         stage_id: head.stage_id,
         fatal: head.fatal,
     };
-    details.validate().map_err(|e| {
-        let at = match e.field() {
-            "error_type" => HEADER_LEN + 2 + message.len(),
-            _ => HEADER_LEN,
-        };
-        DecodeError::new(K::Invalid(e), at)
-    })?;
     Ok((details, head.frame_len))
 }
 
@@ -360,6 +355,11 @@ impl<'a> Reader<'a> {
         let bytes = self
             .bytes(field, len)
             .map_err(|e| DecodeError { offset: len_at, ..e })?;
+        if bytes.is_ascii() {
+            // SAFETY: ASCII is valid UTF-8. Most fields are ASCII, and this word-at-a-time check
+            // costs less than a full validation of short strings.
+            return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+        }
         simdutf8::basic::from_utf8(bytes).map_err(|_| {
             // Slow path, errors only: find the first bad byte for the message.
             let bad = simdutf8::compat::from_utf8(bytes).map_or_else(|e| e.valid_up_to(), |_| 0);
