@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| encode_into(black_box(&r), &mut out));
     });
     g.bench_function("decode", |b| {
-        b.iter(|| decode(black_box(&frame)).map(|d| d.status_code))
+        b.iter(|| decode(black_box(&frame)).map(|d| d.status_code));
     });
     g.bench_function("peek", |b| b.iter(|| peek(black_box(&frame)).map(|p| p.status_code)));
     g.bench_function("crc32c floor", |b| b.iter(|| crc32c::crc32c(black_box(&frame))));
@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("batch");
     g.throughput(Throughput::Elements(10_000));
     g.bench_function("decode 10k frames", |b| {
-        b.iter(|| Frames::new(black_box(&batch)).flatten().count())
+        b.iter(|| Frames::new(black_box(&batch)).flatten().count());
     });
     g.finish();
 }
