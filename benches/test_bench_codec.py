@@ -28,3 +28,17 @@ def test_codec(benchmark: Any, case: bench.Case, name: str, fn: Any) -> None:
         if isinstance(produced, bench.OmniErrorDetails):
             assert produced == expected
             benchmark.extra_info["correct"] = True
+
+
+def test_decode_from_shm_view(benchmark: Any) -> None:
+    with bench.shm_case() as case:
+        benchmark.group = case.group
+        assert benchmark(case.ours[1]) == bench.RECORD
+        benchmark.extra_info["correct"] = True
+
+
+def test_decode_from_shm_view_msgspec(benchmark: Any) -> None:
+    with bench.shm_case() as case:
+        benchmark.group = case.group
+        (baseline,) = case.baselines.values()
+        benchmark(baseline)

@@ -197,9 +197,26 @@ fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), RecordE
 /// An ASCII identifier: a letter or `_`, then letters, digits or `_` (`BadRequestError`).
 #[must_use]
 pub fn is_identifier(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    matches!(bytes.next(), Some(b'A'..=b'Z' | b'a'..=b'z' | b'_'))
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    // A table lookup per byte: this runs on every decode, so it is kept branch-light.
+    const fn table() -> [u8; 256] {
+        let mut t = [0u8; 256];
+        let mut b = 0;
+        while b < 256 {
+            let c = b as u8;
+            if c.is_ascii_alphabetic() || c == b'_' {
+                t[b] = 2; // may start an identifier
+            } else if c.is_ascii_digit() {
+                t[b] = 1; // may continue one
+            }
+            b += 1;
+        }
+        t
+    }
+    static CLASS: [u8; 256] = table();
+    match s.as_bytes().split_first() {
+        Some((&first, rest)) => CLASS[usize::from(first)] == 2 && rest.iter().all(|&b| CLASS[usize::from(b)] != 0),
+        None => false,
+    }
 }
 
 /// At most 40 characters of a rejected value, so an error about it stays small.
