@@ -16,7 +16,6 @@ import sys
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any, Literal
 
 import torch
@@ -39,6 +38,7 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors._status import phrase, type_for_status
 from omni_errors.errors import InvalidRecordError, OmniErrorsError
 from omni_errors.exceptions import (
     GuardrailViolationError,
@@ -243,28 +243,6 @@ def rule_for(cls: type[BaseException], *, raw_fallbacks: bool = True, stage_know
     return RULES[BaseException]  # pragma: no cover - BaseException is in every exception's MRO
 
 
-def type_for_status(status: int) -> str:
-    """OpenAI-style type for a status: its phrase as one identifier, `"Not Found"` -> `"NotFoundError"`.
-
-    vLLM uses the bare phrase (with spaces) for `HTTPException` and `GracefulHTTPError`; a record's
-    `error_type` must be an identifier, so the words are joined and suffixed the way OpenAI's SDK
-    names its errors (`BadRequestError`, `NotFoundError`, `InternalServerError`).
-    """
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        return "BadRequestError" if status < 500 else "InternalServerError"
-    name = "".join("".join(ch for ch in word if ch.isalnum()).capitalize() for word in phrase.split())
-    return name if name.endswith("Error") else name + "Error"
-
-
-def _phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Client error" if status < 500 else "Server error"
-
-
 def _status_of(exc: BaseException, rule: Rule) -> tuple[Category, int]:
     status = rule.status
     if rule.status_attr is not None:
@@ -351,7 +329,7 @@ def classify(
     error_type = rule.error_type or type_for_status(status)
     message, parameter = _message_of(exc, rule)
     if not message.strip():
-        message = _phrase(status)
+        message = phrase(status)
     own_stage = getattr(exc, rule.stage_attr, None) if rule.stage_attr else None
     fields: dict[str, str | int | None] = {
         "parameter": parameter,
