@@ -13,8 +13,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 def test_catalog_matches_committed_doc() -> None:
     expected = render_catalog()
     assert DOC.read_text(encoding="utf-8") == expected, (
-        "docs/errors.md is stale: regenerate it with "
-        "`python -c 'from omni_errors.catalog import render_catalog; print(render_catalog(), end=\"\")' > docs/errors.md`"
+        "docs/errors.md is stale: regenerate it with `omni-errors catalog > docs/errors.md`"
     )
 
 
