@@ -7,7 +7,8 @@ Handlers are registered per concrete class, in four layers like vLLM's `init_exc
    (vLLM's hierarchy and the Omni types, `OmniClientError`/`OmniServerError` included);
 3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError` and `RuntimeError`, whether
    the migration fallback is on (400/400/400/501) or off (500);
-4. `Exception`, the safety net.
+4. `Exception`, the safety net (HTTP), and `WebSocketSafetyNet` (WebSocket routes, which
+   Starlette's `ServerErrorMiddleware` does not answer).
 
 Starlette routes a handler registered for `Exception` (or `500`) to `ServerErrorMiddleware`, which
 sits *outside* the Prometheus instrumentation; any other class is handled by `ExceptionMiddleware`,
@@ -98,6 +99,9 @@ def install(app: Any, *, raw_fallbacks: bool = True, on_fatal: FatalHook | None 
         on_fatal: called with the record of a fatal error (e.g. to start the lifecycle's shutdown),
             after it is counted and before the response is sent.
     """
+    from omni_errors.server.websocket import WebSocketSafetyNet
+
     handler = make_handler(raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)
     for cls in handled_classes():
         app.add_exception_handler(cls, handler)
+    app.add_middleware(WebSocketSafetyNet, raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)
