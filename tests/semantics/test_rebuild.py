@@ -8,7 +8,7 @@ import sys
 
 import omni_errors
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from omni_errors import InvalidRecordError, OmniErrorDetails
 from omni_errors.classify import classify
@@ -36,6 +36,7 @@ def records(draw: st.DrawFn) -> OmniErrorDetails:
     )
 
 
+@settings(deadline=None, max_examples=200)
 @given(records())
 def test_classify_rebuild_round_trip(d: OmniErrorDetails) -> None:
     exc = rebuild(d)
