@@ -54,6 +54,14 @@ SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must ne
 
 
 @dataclass(frozen=True)
+class Server:
+    """Where the test server listens."""
+
+    base: str
+    ws_base: str
+
+
+@dataclass(frozen=True)
 class Case:
     """One exception type and what every transport must render for it."""
 
@@ -63,6 +71,10 @@ class Case:
     message: str
     param: str | None = None
     stage_id: int | None = None
+
+
+class _CustomError(Exception):
+    """An exception type no handler is registered for."""
 
 
 def _validation_error() -> RequestValidationError:
@@ -129,6 +141,8 @@ CASES: dict[str, Case] = {
     "timeout": Case(asyncio.TimeoutError, 500, "InternalServerError", "Internal Server Error"),
     "unknown": Case(lambda: KeyError("missing key"), 500, "InternalServerError", "missing key"),
     "runtime": Case(lambda: RuntimeError("worker crashed"), 500, "InternalServerError", "worker crashed"),
+    # No concrete handler: reaches the `Exception` safety net (ServerErrorMiddleware / WebSocketSafetyNet).
+    "custom": Case(lambda: _CustomError("custom failure"), 500, "InternalServerError", "custom failure"),
 }
 # fmt: on
 
