@@ -201,3 +201,19 @@ def test_package_level_names_resolve_lazily() -> None:
     assert omni_errors.OmniClientError is OmniClientError
     with pytest.raises(AttributeError):
         _ = omni_errors.does_not_exist  # type: ignore[attr-defined]
+
+
+def test_jinja_template_error_is_a_raw_fallback() -> None:
+    import jinja2
+
+    assert classify(jinja2.TemplateSyntaxError("unexpected end", 1)).status_code == 400
+    assert classify(jinja2.TemplateSyntaxError("unexpected end", 1), raw_fallbacks=False).status_code == 500
+
+
+def test_broken_str_does_not_break_classification() -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    d = classify(Broken())
+    assert (d.category, d.status_code, d.message) == ("server", 500, "Internal Server Error")
