@@ -17,6 +17,13 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if args.strict and not met else 0
 
 
+def _catalog(args: argparse.Namespace) -> int:
+    from omni_errors.catalog import render_catalog
+
+    sys.stdout.write(render_catalog())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="omni-errors",
@@ -27,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="print the codec ratio table against msgspec, msgpack and cloudpickle")
     bench.add_argument("--strict", action="store_true", help="exit 1 when a DESIGN.md target is missed")
     bench.set_defaults(func=_bench)
+    catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
+    catalog.set_defaults(func=_catalog)
     return parser
 
 
