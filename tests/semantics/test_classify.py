@@ -217,3 +217,8 @@ def test_broken_str_does_not_break_classification() -> None:
 
     d = classify(Broken())
     assert (d.category, d.status_code, d.message) == ("server", 500, "Internal Server Error")
+
+
+def test_unencodable_text_is_replaced_not_raised() -> None:
+    d = classify(ValueError("bad \ud800 surrogate"))
+    assert d.status_code == 400 and "surrogate" in d.message
