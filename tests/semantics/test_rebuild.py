@@ -17,7 +17,7 @@ from omni_errors.rebuild import rebuild
 from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+_text = st.text(st.characters(codec="utf-8"), max_size=60)
 
 
 @st.composite
