@@ -1,3 +1,5 @@
+# vLLM's GracefulHTTPError subclasses have an untyped __init__:
+# mypy: disable-error-code="no-untyped-call"
 """The app the server tests run: every exception type on every transport.
 
 The app is wired the way vLLM wires its API server: vLLM's own `attach_router` (Prometheus
@@ -156,6 +158,9 @@ NO_FALLBACK = {
 }
 
 
+FATAL_SEEN: list[OmniErrorDetails] = []  # what the on_fatal hook received
+
+
 class Body(BaseModel):
     model: str
     temperature: float = 1.0
@@ -168,7 +173,7 @@ def _request_id(request: Request | WebSocket) -> str | None:
 def build_app() -> FastAPI:
     app = FastAPI()
     attach_router(app)  # vLLM's wiring: Instrumentator(...).instrument(app).expose(app) + /metrics mount
-    install(app)
+    install(app, on_fatal=FATAL_SEEN.append)
     store = JobStore()
 
     @app.get("/http/{name}")
