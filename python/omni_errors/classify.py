@@ -284,7 +284,7 @@ def _build(
     status: int,
     error_type: str,
     fatal: bool,
-    fields: dict[str, str | int | None],
+    fields: dict[str, Any],  # parameter and request_id (str), stage_id (int), each optional
 ) -> OmniErrorDetails:
     """Construct a record; an optional field that breaks a limit is dropped rather than failing the error path."""
     for _ in range(len(fields) + 2):
