@@ -93,6 +93,8 @@ async def run(cfg: dict[str, Any]) -> int:
     if second and not sup.errored:
         await asyncio.gather(*(one(1000 + i, base) for i in range(second)))
     emit("answered", results=results, dead=sup.errored)
+    if cfg.get("wait_dead"):
+        await sup.wait_dead()
     await sup.shutdown()
     emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code)
     return sup.exit_code

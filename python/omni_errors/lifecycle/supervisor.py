@@ -545,9 +545,8 @@ class Supervisor:
     async def _stop_all(self) -> None:
         cfg = self.config
         try:
-            # A stage told SHUTDOWN gets stop_timeout to exit on its own; a dead pipeline SIGTERMs at once.
-            if self._state == "stopping":
-                await self._wait_exit(cfg.stop_timeout)
+            # One deadline for every stage (told SHUTDOWN or not): SIGTERM now, SIGKILL at stop_timeout.
+            # The worker's handler only records SIGTERM, so a healthy stage still shuts its engine down.
             for stage in self._stages:
                 if stage.proc.pid is not None and stage.proc.exitcode is None:
                     with contextlib.suppress(ProcessLookupError):
