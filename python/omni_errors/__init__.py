@@ -51,3 +51,30 @@ __all__ = [
     "peek",
     "sanitize",
 ]
+
+# The semantic layer imports vLLM (and torch); it is resolved on first use so that
+# `import omni_errors` stays light for relay processes.
+_LAZY = {
+    "classify": "omni_errors.classify",
+    "rebuild": "omni_errors.rebuild",
+    "GuardrailViolationError": "omni_errors.exceptions",
+    "OmniClientError": "omni_errors.exceptions",
+    "OmniConflictError": "omni_errors.exceptions",
+    "OmniEngineDeadError": "omni_errors.exceptions",
+    "OmniEngineGenerateError": "omni_errors.exceptions",
+    "OmniNotImplementedError": "omni_errors.exceptions",
+    "OmniServerError": "omni_errors.exceptions",
+    "OmniServiceUnavailableError": "omni_errors.exceptions",
+    "OmniStageTimeoutError": "omni_errors.exceptions",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omni_errors' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

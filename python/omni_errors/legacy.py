@@ -1,0 +1,161 @@
+"""vLLM-Omni 0.30's flat error carriers, read into records and written back for older peers.
+
+Compatibility window: this module is the **one place** where a category is inferred from a status
+code (400-499 -> client, 500-599 -> server, anything else -> server 500). A 0.30 peer sent only a
+status, so nothing better exists for its frames. Everywhere else, ownership comes from `category`.
+The reader stays for the 0.31 and 0.32 releases (one release after every stage speaks the record
+frame, per the RFC's "one compatibility window"); it is removed in 0.33, together with `to_legacy`.
+
+Carriers read:
+
+- `ErrorMessage(error, status_code, error_type, fatal, request_id, stage_id)` (stage IPC);
+- `OmniRequestOutput` / `DiffusionOutput` with `error`, `error_status_code`, `error_type`;
+- diffusion frames `{"type": "error", "error": ..., "status_code": ..., "error_type": ...}`;
+- vLLM's `RequestError(code, message, retryable)`, through vLLM's own `to_exception()`.
+
+Reading flat fields imports nothing heavy; only a vLLM `RequestError` loads the classifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from omni_errors._native import OmniErrorDetails
+from omni_errors._status import identifier, type_for_status
+from omni_errors.errors import InvalidRecordError
+
+__all__ = ["LegacyKind", "from_legacy", "to_legacy"]
+
+LegacyKind = Literal["message", "output", "frame"]
+
+_MISSING = object()
+
+
+def _field(carrier: object, *names: str) -> Any:
+    """The first present, non-None field among `names`, from a mapping or an object."""
+    for name in names:
+        if isinstance(carrier, Mapping):
+            value = carrier.get(name, _MISSING)
+        else:
+            value = getattr(carrier, name, _MISSING)
+        if value is not _MISSING and value is not None:
+            return value
+    return None
+
+
+def _is_request_error(carrier: object) -> bool:
+    return (
+        type(carrier).__name__ == "RequestError"
+        and type(carrier).__module__.startswith("vllm")
+        and callable(getattr(carrier, "to_exception", None))
+    )
+
+
+def from_legacy(
+    carrier: object, /, *, request_id: str | None = None, stage_id: int | None = None
+) -> OmniErrorDetails | None:
+    """The record for a 0.30 carrier, or None when it carries no error.
+
+    Args:
+        carrier: an `OmniErrorDetails` (returned as is), a mapping (diffusion frame or an
+            `ErrorMessage`/output as a dict), vLLM's `RequestError`, or an object with the flat fields.
+        request_id: used when the carrier has none.
+        stage_id: used when the carrier has none.
+
+    The category is inferred from the status (see the module docstring); `fatal` is honoured only
+    for server errors; an `error_type` that is not an identifier is normalised ("Bad Request" ->
+    "BadRequestError"); oversized optional fields are dropped.
+    """
+    if isinstance(carrier, OmniErrorDetails):
+        return carrier
+    if _is_request_error(carrier):
+        from omni_errors.classify import classify
+
+        return classify(carrier.to_exception(), request_id=request_id, stage_id=stage_id)  # type: ignore[attr-defined]
+    if isinstance(carrier, Mapping) and "category" in carrier:
+        return OmniErrorDetails.from_dict(dict(carrier))  # already a record, as `to_dict()` wrote it
+    if isinstance(carrier, Mapping) and carrier.get("type") not in (None, "error"):
+        return None  # a diffusion frame of another kind
+    error = _field(carrier, "error", "message")
+    status_raw = _field(carrier, "status_code", "error_status_code")
+    if error is None and status_raw is None:
+        return None
+    status = _status(status_raw)
+    category: Literal["client", "server"] = "client" if 400 <= status < 500 else "server"
+    if category == "server" and not 500 <= status < 600:
+        status = 500
+    raw_type = _field(carrier, "error_type")
+    error_type = identifier(str(raw_type)) if raw_type is not None else ""
+    if raw_type is not None and str(raw_type).isidentifier() and len(str(raw_type)) <= 64:
+        error_type = str(raw_type)
+    fields: dict[str, Any] = {
+        "request_id": _field(carrier, "request_id") or request_id,
+        "stage_id": _int_or_none(_field(carrier, "stage_id"), stage_id),
+        "parameter": _field(carrier, "parameter", "param"),
+    }
+    fatal = category == "server" and bool(_field(carrier, "fatal"))
+    message = str(error) if error is not None else ""
+    for _ in range(len(fields) + 1):
+        try:
+            return OmniErrorDetails(
+                message, category, status, error_type or type_for_status(status), fatal=fatal, **fields
+            )
+        except InvalidRecordError as exc:
+            if exc.field in fields and fields[exc.field] is not None:
+                fields[exc.field] = None
+                continue
+            if exc.field == "error_type":
+                error_type = type_for_status(status)
+                continue
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _status(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 500
+
+
+def _int_or_none(value: object, default: int | None) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value
+
+
+def to_legacy(details: OmniErrorDetails, *, kind: LegacyKind = "message") -> dict[str, Any]:
+    """The flat fields a 0.30 peer reads.
+
+    Args:
+        details: the record.
+        kind: "message" -> `ErrorMessage` fields (error, status_code, error_type, fatal,
+            request_id, stage_id); "output" -> `OmniRequestOutput`/`DiffusionOutput` fields (error,
+            error_status_code, error_type); "frame" -> a diffusion error frame.
+
+    Parameter and category do not survive: a 0.30 reader re-infers the category from the status.
+    """
+    if kind == "message":
+        return {
+            "error": details.message,
+            "status_code": details.status_code,
+            "error_type": details.error_type,
+            "fatal": details.fatal,
+            "request_id": details.request_id,
+            "stage_id": details.stage_id,
+        }
+    if kind == "output":
+        return {
+            "error": details.message,
+            "error_status_code": details.status_code,
+            "error_type": details.error_type,
+        }
+    if kind == "frame":
+        return {
+            "type": "error",
+            "error": details.message,
+            "status_code": details.status_code,
+            "error_type": details.error_type,
+        }
+    raise ValueError(f"kind must be one of 'message', 'output', 'frame', got {kind!r}")

@@ -1,0 +1,115 @@
+"""Async jobs (video, batch): the failure is stored once, as the canonical record, and read back as is.
+
+- metadata of a failed job: HTTP 200 with the embedded `error` object (as OpenAI's batch and video
+  APIs do): the metadata request itself succeeded;
+- content of a failed job: the stored status and envelope, never a re-guessed one;
+- content of a job that has not finished: 409 (`OmniConflictError`); an unknown job id: 404.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from starlette.responses import JSONResponse, Response
+
+from omni_errors._native import OmniErrorDetails, decode, encode
+from omni_errors.render import error_info
+from omni_errors.render.http import http_response
+
+__all__ = ["Job", "JobStatus", "JobStore", "job_content", "job_metadata", "job_metadata_response"]
+
+JobStatus = Literal["queued", "in_progress", "completed", "failed"]
+
+
+@dataclass
+class Job:
+    """One job. A failure is kept as the record's frame bytes: what a persistent store would hold."""
+
+    id: str
+    status: JobStatus = "queued"
+    created_at: int = field(default_factory=lambda: int(time.time()))
+    content: bytes | None = None
+    media_type: str = "application/octet-stream"
+    error_frame: bytes | None = None
+
+    @property
+    def error(self) -> OmniErrorDetails | None:
+        """The stored record, decoded from its frame."""
+        return None if self.error_frame is None else decode(self.error_frame)
+
+
+class JobStore:
+    """In-memory, thread-safe job table (a reference; production stores persist `Job.error_frame`)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def create(self, job_id: str | None = None) -> Job:
+        job = Job(id=job_id or f"job-{uuid.uuid4().hex}")
+        with self._lock:
+            self._jobs[job.id] = job
+        return job
+
+    def get(self, job_id: str) -> Job:
+        """The job; an unknown id raises `VLLMNotFoundError` (404)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            from vllm.exceptions import VLLMNotFoundError
+
+            raise VLLMNotFoundError(f"job {job_id} not found")
+        return job
+
+    def start(self, job_id: str) -> None:
+        self.get(job_id).status = "in_progress"
+
+    def complete(self, job_id: str, content: bytes, media_type: str = "application/octet-stream") -> None:
+        job = self.get(job_id)
+        job.content, job.media_type, job.status = content, media_type, "completed"
+
+    def fail(
+        self, job_id: str, error: BaseException | OmniErrorDetails, *, stage_id: int | None = None
+    ) -> OmniErrorDetails:
+        """Store the failure (classifying an exception first) and count it; returns the stored record."""
+        from omni_errors.metrics import observe
+
+        if isinstance(error, OmniErrorDetails):
+            details = error
+        else:
+            from omni_errors.classify import classify
+
+            details = classify(error, request_id=job_id, stage_id=stage_id)
+        job = self.get(job_id)
+        job.error_frame, job.status = encode(details), "failed"
+        observe(details)
+        return details
+
+
+def job_metadata(job: Job) -> dict[str, Any]:
+    """The metadata body (served with 200); a failed job embeds the nested `error` object."""
+    body: dict[str, Any] = {"id": job.id, "object": "job", "status": job.status, "created_at": job.created_at}
+    error = job.error
+    body["error"] = None if error is None else error_info(error)
+    return body
+
+
+def job_content(job: Job) -> Response:
+    """The content response: the stored status for a failed job, 409 while it has not completed."""
+    error = job.error
+    if error is not None:
+        return http_response(error)
+    if job.status != "completed" or job.content is None:
+        from omni_errors.exceptions import OmniConflictError
+
+        raise OmniConflictError(f"job {job.id} is {job.status}; content is not available yet")
+    return Response(job.content, media_type=job.media_type)
+
+
+def job_metadata_response(job: Job) -> JSONResponse:
+    """`job_metadata` as a 200 response."""
+    return JSONResponse(job_metadata(job), status_code=200)

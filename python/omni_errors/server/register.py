@@ -1,0 +1,107 @@
+"""Register omni_errors' handlers on a FastAPI/Starlette app.
+
+Handlers are registered per concrete class, in four layers like vLLM's `init_exception_handler`:
+
+1. framework errors (Starlette `HTTPException`, FastAPI `RequestValidationError`);
+2. every class of the classify table and every subclass of `VLLMError` defined at install time
+   (vLLM's hierarchy and the Omni types, `OmniClientError`/`OmniServerError` included);
+3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError` and `RuntimeError`, whether
+   the migration fallback is on (400/400/400/501) or off (500);
+4. `Exception`, the safety net (HTTP), and `WebSocketSafetyNet` (WebSocket routes, which
+   Starlette's `ServerErrorMiddleware` does not answer).
+
+Starlette routes a handler registered for `Exception` (or `500`) to `ServerErrorMiddleware`, which
+sits *outside* the Prometheus instrumentation; any other class is handled by `ExceptionMiddleware`,
+*inside* it. Registering concrete classes is what makes `http_requests_total` record the status the
+client actually got. The order of registration does not matter: Starlette walks the exception's MRO.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from omni_errors._native import OmniErrorDetails
+
+__all__ = ["handled_classes", "install"]
+
+_log = logging.getLogger("omni_errors.server")
+
+FatalHook = Callable[[OmniErrorDetails], None]
+
+_RAW = (ValueError, TypeError, OverflowError, NotImplementedError, RuntimeError)
+
+
+def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def handled_classes() -> list[type[BaseException]]:
+    """The classes `install` registers, `Exception` last."""
+    from vllm.exceptions import VLLMError
+
+    from omni_errors.classify import RULES
+
+    classes: list[type[BaseException]] = []
+    for cls in [*RULES, VLLMError, *_subclasses(VLLMError), *_RAW]:
+        if cls not in classes and cls is not BaseException and issubclass(cls, Exception) and cls is not Exception:
+            classes.append(cls)
+    return [*classes, Exception]
+
+
+def _request_id(request: HTTPConnection) -> str | None:
+    metadata = getattr(request.state, "request_metadata", None)
+    request_id = getattr(metadata, "request_id", None) or getattr(request.state, "request_id", None)
+    if isinstance(request_id, str):
+        return request_id
+    return request.headers.get("x-request-id")
+
+
+def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> Callable[[Any, Any], Any]:
+    """The one handler: classify, count, log, call `on_fatal` for fatal errors, render (HTTP or WebSocket)."""
+    from omni_errors.classify import classify
+    from omni_errors.metrics import observe
+    from omni_errors.render.http import http_response
+    from omni_errors.render.websocket import send_error
+
+    async def handle(conn: HTTPConnection, exc: Exception) -> Response | None:
+        details = classify(exc, request_id=_request_id(conn), raw_fallbacks=raw_fallbacks)
+        observe(details)
+        method = conn.scope.get("method", "WEBSOCKET")
+        if details.category == "server":
+            _log.error("%s %s -> %s %s", method, conn.url.path, details.status_code, details.error_type, exc_info=exc)
+        else:
+            _log.info("%s %s -> %s %s", method, conn.url.path, details.status_code, details.error_type)
+        if details.fatal and on_fatal is not None:
+            on_fatal(details)
+        if isinstance(conn, WebSocket):  # ExceptionMiddleware also serves websocket routes
+            await send_error(conn, details)
+            return None
+        return http_response(details)
+
+    return handle
+
+
+def install(app: Any, *, raw_fallbacks: bool = True, on_fatal: FatalHook | None = None) -> None:
+    """Register the handlers on `app` (FastAPI or Starlette).
+
+    Args:
+        app: the application; call before it starts serving.
+        raw_fallbacks: vLLM's migration fallback for raw `ValueError`/`TypeError`/`OverflowError`
+            (400) and `NotImplementedError` (501); off, they are 500 like any unknown failure.
+        on_fatal: called with the record of a fatal error (e.g. to start the lifecycle's shutdown),
+            after it is counted and before the response is sent.
+    """
+    from omni_errors.server.websocket import WebSocketSafetyNet
+
+    handler = make_handler(raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)
+    for cls in handled_classes():
+        app.add_exception_handler(cls, handler)
+    app.add_middleware(WebSocketSafetyNet, raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)
