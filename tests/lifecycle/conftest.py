@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ def processes() -> Iterator[Tracker]:
     deadline = time.monotonic() + 5.0
     leftovers: list[int] = []
     while time.monotonic() < deadline:
-        kids = {p.pid for p in me.children(recursive=True)} - before
+        # this process' own resource tracker (started by a SharedMemory here) lives as long as pytest
+        kids = {p.pid for p in me.children(recursive=True)} - before - {resource_tracker._resource_tracker._pid}
         leftovers = sorted(pid for pid in tracker.pids | kids if _alive(pid) and pid != os.getpid())
         if not leftovers:
             break
@@ -142,10 +144,11 @@ def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
         return run
 
     yield start
-    for run in runs:
+    for i, run in enumerate(runs):
         if run.proc.poll() is None:
             run.proc.kill()
         run.finish()
+        (tmp_path / f"scenario-{i}.err").write_text(run.stderr)  # kept by pytest for post-mortems
         for name in ("started", "startup_failed"):
             if name in run.events:
                 processes.track(*run.events[name].get("pids", []))

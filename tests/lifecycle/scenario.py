@@ -95,8 +95,10 @@ async def run(cfg: dict[str, Any]) -> int:
     emit("answered", results=results, dead=sup.errored)
     if cfg.get("wait_dead"):
         await sup.wait_dead()
+    shm = sup.shm_names
     await sup.shutdown()
-    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code)
+    left = [name for name in shm if os.path.exists(f"/dev/shm/{name}")]
+    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code, shm_left=left)
     return sup.exit_code
 
 

@@ -27,83 +27,23 @@ from typing import Any
 
 import omni_errors
 from omni_errors import OmniErrorDetails
+from omni_errors.lifecycle.api import (
+    Health,
+    LifecycleConfig,
+    StageResult,
+    StageStartupError,
+    default_error_factory,
+)
 from omni_errors.lifecycle.channels import FrameReader, Kind, StatusBoard, pack, unpack_failed
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
-from omni_errors.lifecycle.worker import WorkerConfig, run_stage
+from omni_errors.lifecycle.worker import run_stage
 
-__all__ = ["Health", "LifecycleConfig", "StageRequestError", "StageResult", "StageStartupError", "Supervisor"]
+__all__ = ["Supervisor"]
 
 logger = logging.getLogger("omni_errors.lifecycle.supervisor")
-
-
-@dataclass(frozen=True)
-class LifecycleConfig:
-    """Every wait has a deadline; these are the defaults (seconds). See docs/lifecycle.md."""
-
-    startup_timeout: float = 600.0  # engine construction + torch.compile can take minutes
-    heartbeat_interval: float = 0.2  # a stage's longest idle wait
-    heartbeat_timeout: float = 30.0  # no heartbeat this long: in-flight requests at the stage get 504
-    hang_grace: float = 10.0  # still no heartbeat this much later: the stage is dead (fatal)
-    request_timeout: float | None = None  # default per-request deadline (504), None = no deadline
-    shutdown_timeout: float = 2.0  # the engine's shutdown() inside a stage
-    stop_timeout: float = 3.0  # SIGTERM to SIGKILL; > shutdown_timeout so a stage can clean up
-    drain_timeout: float = 10.0  # on SIGTERM, how long in-flight requests may finish
-    watchdog_interval: float = 0.1
-    shm_prefix: str = "omni_lc_"
-
-    def worker(self) -> WorkerConfig:
-        return WorkerConfig(heartbeat_interval=self.heartbeat_interval, shutdown_timeout=self.shutdown_timeout)
-
-
-@dataclass(frozen=True)
-class StageResult:
-    request_id: str
-    stage_id: int
-    payload: Any
-    finished: bool
-
-
-@dataclass(frozen=True)
-class Health:
-    ok: bool
-    status_code: int  # 200 or 503, what /health should answer
-    state: str  # starting | running | stopping | dead | stopped
-    error: OmniErrorDetails | None = None
-
-
-class StageRequestError(Exception):
-    """A request's failure, carrying its canonical record as `.details`."""
-
-    def __init__(self, details: OmniErrorDetails) -> None:
-        super().__init__(f"{details.error_type} ({details.status_code}): {details.message}")
-        self.details = details
-
-
-class StageStartupError(RuntimeError):
-    """A stage failed to start; `.details` is the root cause reported by the child (sanitized)."""
-
-    exit_code = int(ExitCode.STARTUP_FAILURE)
-
-    def __init__(self, details: OmniErrorDetails, reason: str | None = None) -> None:
-        super().__init__(f"stage {details.stage_id} failed to start: {reason or details.message}")
-        self.details = details
-        self.reason = reason or details.message
-
-
-def default_error_factory(details: OmniErrorDetails) -> BaseException:
-    """`omni_errors.rebuild.rebuild` when present (the semantic exception), else StageRequestError."""
-    try:
-        from omni_errors.rebuild import rebuild  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return StageRequestError(details)
-    exc: BaseException = rebuild(details)
-    if not hasattr(exc, "details"):
-        with contextlib.suppress(AttributeError):
-            exc.details = details  # type: ignore[attr-defined]
-    return exc
 
 
 _END = object()
@@ -230,8 +170,8 @@ class Supervisor:
             await self.wait_dead()
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
-        all_ready = asyncio.ensure_future(asyncio.gather(*(s.ready for s in self._stages)))
-        stopped = asyncio.ensure_future(self._stopped.wait())
+        all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*(s.ready for s in self._stages)))
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         done, _ = await asyncio.wait(
             {all_ready, stopped}, timeout=self.config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
         )
@@ -432,10 +372,11 @@ class Supervisor:
 
     @staticmethod
     def _code_for(child_code: int | None) -> ExitCode:
-        with contextlib.suppress(ValueError, TypeError):
-            code = ExitCode(child_code)
-            if code is not ExitCode.OK:
-                return code
+        if child_code is not None:
+            with contextlib.suppress(ValueError):
+                code = ExitCode(child_code)
+                if code is not ExitCode.OK:
+                    return code
         return ExitCode.STAGE_LOST
 
     # -- requests --------------------------------------------------------------------------
