@@ -24,7 +24,8 @@ import psutil
 import pytest
 
 SHM_DIR = Path("/dev/shm")
-SHM_PREFIX = "omni_lc_"
+# Per pytest process: other sessions on the same machine run pipelines with the default prefix.
+SHM_PREFIX = f"omni_lc_t{os.getpid()}_"
 SCENARIO = Path(__file__).with_name("scenario.py")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -128,10 +129,17 @@ class ScenarioRun:
 
 
 @pytest.fixture
+def shm_prefix() -> str:
+    """The prefix every lifecycle test must give its supervisors (the leak check looks at it)."""
+    return SHM_PREFIX
+
+
+@pytest.fixture
 def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
     runs: list[ScenarioRun] = []
 
     def start(cfg: dict[str, Any]) -> ScenarioRun:
+        cfg = {**cfg, "config": {**cfg.get("config", {}), "shm_prefix": SHM_PREFIX}}
         proc = subprocess.Popen(
             [sys.executable, str(SCENARIO), json.dumps(cfg)],
             stdout=subprocess.PIPE,

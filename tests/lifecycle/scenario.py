@@ -59,7 +59,8 @@ async def run(cfg: dict[str, Any]) -> int:
         rid = f"r{i}"
         n = 0
         try:
-            async for _ in sup.stream(sup.submit(payload, request_id=rid, timeout=cfg.get("timeout"))):
+            timeout = cfg.get("timeouts", {}).get(str(i), cfg.get("timeout"))
+            async for _ in sup.stream(sup.submit(payload, request_id=rid, timeout=timeout)):
                 n += 1
                 seen += 1
                 first.set()

@@ -61,8 +61,8 @@ def test_worker_latch_records_and_wakes_then_second_sigint_raises() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_status_board_heartbeat_last_words_and_unlink() -> None:
-    board = StatusBoard.create(2, "omni_lc_unit_")
+def test_status_board_heartbeat_last_words_and_unlink(shm_prefix: str) -> None:
+    board = StatusBoard.create(2, shm_prefix)
     try:
         other = StatusBoard.attach(board.name, 2)
         details = lifecycle_error("dead", "x", stage_id=1)
