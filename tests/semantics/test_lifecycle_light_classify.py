@@ -6,6 +6,7 @@ suite itself never imports vLLM (15-60 s per process on these machines).
 
 from __future__ import annotations
 
+import omni_errors
 import pytest
 import torch
 from omni_errors.classify import classify
@@ -38,6 +39,13 @@ def _wrapped_oom() -> BaseException:
         ValueError("unsupported prompt"),
         KeyError("k"),
         RuntimeError(""),
+        ValueError(""),
+        TypeError("bad type"),
+        OverflowError("too big"),
+        NotImplementedError("later"),
+        TimeoutError("stage wait expired"),
+        omni_errors.DecodeError("frame truncated"),
+        Exception(3),
         torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
         torch.cuda.OutOfMemoryError("CUDA out of memory"),
         InductorError(AssertionError("'XBLOCK' too large. Maximum: 4096. Actual: 8192"), None),
@@ -45,9 +53,11 @@ def _wrapped_oom() -> BaseException:
     ],
     ids=repr,
 )
-def test_light_classify_matches_classify(exc: BaseException) -> None:
-    expected = classify(exc, request_id="r1", stage_id=2)
-    assert light_classify(exc, request_id="r1", stage_id=2) == expected
+@pytest.mark.parametrize("raw_fallbacks", [True, False])
+@pytest.mark.parametrize("stage_id", [2, None])
+def test_light_classify_matches_classify(exc: BaseException, raw_fallbacks: bool, stage_id: int | None) -> None:
+    expected = classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks)
+    assert light_classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks) == expected
 
 
 @pytest.mark.parametrize(
