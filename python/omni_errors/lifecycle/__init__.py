@@ -1,0 +1,31 @@
+"""Fail-fast lifecycle for multi-stage, multi-process pipelines (seeds 001, 003, 004).
+
+Importing this package does not import torch or vLLM; `omni_errors.lifecycle.toy` does (torch).
+"""
+
+from __future__ import annotations
+
+from omni_errors.lifecycle.api import (
+    Health,
+    LifecycleConfig,
+    StageRequestError,
+    StageResult,
+    StageStartupError,
+)
+from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.supervisor import Supervisor
+
+__all__ = [
+    "ExitCode",
+    "Health",
+    "LifecycleConfig",
+    "RequestFailure",
+    "StageEngine",
+    "StageOutput",
+    "StageRequestError",
+    "StageResult",
+    "StageSpec",
+    "StageStartupError",
+    "Supervisor",
+]

@@ -1,0 +1,41 @@
+"""Process exit codes of stage workers and of the API (supervising) process.
+
+Orchestrators (Kubernetes, Docker, systemd) only see the exit status, so each way a pipeline can
+end has its own code. The values avoid 1 and 2 (Python's uncaught exception and usage errors) and
+126-165 (the shell's "not executable" and 128+signal codes), except for the signal rows, which
+follow the 128+signal convention on purpose. `docs/lifecycle.md` carries the same table.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+
+__all__ = ["ExitCode", "exit_code_for_signal"]
+
+
+class ExitCode(enum.IntEnum):
+    """Documented exit codes; a worker and the API process use the same table."""
+
+    OK = 0
+    #: EngineDeadError, InductorError, or any exception escaping the engine loop.
+    FATAL_ENGINE = 80
+    #: torch.OutOfMemoryError (and subclasses) in a stage.
+    OOM = 81
+    #: A stage failed to start (engine construction raised, died, or missed the startup deadline).
+    STARTUP_FAILURE = 82
+    #: A channel between the supervisor and a stage broke (EOF, EPIPE, corrupt frame).
+    BROKEN_IPC = 83
+    #: A stage stopped answering (no heartbeat) and did not recover.
+    STAGE_HUNG = 84
+    #: A stage process exited or was killed without reporting a fatal error.
+    STAGE_LOST = 85
+    #: Stopped by SIGINT (128 + 2).
+    SIGINT = 128 + signal.SIGINT
+    #: Stopped by SIGTERM (128 + 15).
+    SIGTERM = 128 + signal.SIGTERM
+
+
+def exit_code_for_signal(signum: int) -> int:
+    """The 128+signal code for `signum` (SIGINT -> 130, SIGTERM -> 143)."""
+    return 128 + int(signum)

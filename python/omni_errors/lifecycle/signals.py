@@ -1,0 +1,100 @@
+"""SIGINT/SIGTERM handling that only records the request and wakes the loop.
+
+Handlers never raise or clean up themselves (seed 001: a handler that does work inside a stuck
+loop is how Ctrl+C stops working). The one exception is a second SIGINT, which forces exit: in a
+worker it raises KeyboardInterrupt where the loop is stuck; in the API process the supervisor
+kills its stages at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from types import FrameType
+
+__all__ = ["AsyncSignalHandlers", "SignalLatch"]
+
+_HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class SignalLatch:
+    """Worker side: remembers the first SIGINT/SIGTERM and writes a byte to a self-pipe.
+
+    The worker waits on `wake_fd` together with its request channel, so a signal ends any wait
+    at once. A second SIGINT raises KeyboardInterrupt wherever the main thread is.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        self._previous: dict[int, object] = {}
+
+    @property
+    def wake_fd(self) -> int:
+        return self._r
+
+    def install(self) -> None:
+        for sig in _HANDLED:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt("second SIGINT: forced exit")
+        if self.signum is None:
+            self.signum = signum
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._w, b"\0")
+
+    def drain(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self._r, 64):
+                pass
+
+    def close(self) -> None:
+        for sig, handler in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class AsyncSignalHandlers:
+    """API side: asyncio signal handlers that call `on_signal(signum)` once, then `on_force(signum)`.
+
+    `on_force` runs on a second SIGINT (or a second SIGTERM) while the first is still being handled.
+    Install only from the thread that runs the loop, and only in the main thread (a Python rule).
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_signal: Callable[[int], None],
+        on_force: Callable[[int], None],
+    ) -> None:
+        self._loop = loop
+        self._on_signal = on_signal
+        self._on_force = on_force
+        self.received: list[int] = []
+
+    def install(self) -> None:
+        for sig in _HANDLED:
+            self._loop.add_signal_handler(sig, self._handle, sig)
+
+    def remove(self) -> None:
+        for sig in _HANDLED:
+            with contextlib.suppress(ValueError, RuntimeError):
+                self._loop.remove_signal_handler(sig)
+
+    def _handle(self, signum: int) -> None:
+        self.received.append(signum)
+        if len(self.received) == 1:
+            self._on_signal(signum)
+        else:
+            self._on_force(signum)
