@@ -4,9 +4,14 @@
 //! Pure Rust (no pyo3). Every rule is a finite automaton, so the cost is linear in the input.
 
 mod markers;
+mod media;
 mod param;
+mod pem;
+#[doc(hidden)]
+pub mod prefilter;
 mod replace;
-mod rules;
+#[doc(hidden)]
+pub mod rules;
 mod traceback;
 mod truncate;
 mod url;
@@ -39,17 +44,25 @@ pub fn sanitize(input: &str, max_len: usize) -> Cow<'_, str> {
     cur
 }
 
-/// Tracebacks, then every rule, then the length bound.
+/// The clean gate; else tracebacks, private keys, media payloads, every rule, the length bound.
 fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
-    match traceback::strip(text) {
-        Cow::Borrowed(t) => match replace::apply(t, rules::full()) {
-            Cow::Borrowed(r) => truncate(r, max_len),
-            Cow::Owned(r) => Cow::Owned(truncate(&r, max_len).into_owned()),
-        },
-        Cow::Owned(t) => {
-            let r = replace::apply(&t, rules::full()).into_owned();
-            Cow::Owned(truncate(&r, max_len).into_owned())
-        }
+    if prefilter::is_clean(text) {
+        return truncate(text, max_len);
+    }
+    let t = traceback::strip(text);
+    let p = pem::strip(&t);
+    let d = media::strip(&p);
+    let r = replace::apply(&d, rules::full());
+    let out = truncate(&r, max_len);
+    let changed = matches!(out, Cow::Owned(_))
+        || matches!(r, Cow::Owned(_))
+        || matches!(d, Cow::Owned(_))
+        || matches!(p, Cow::Owned(_))
+        || matches!(t, Cow::Owned(_));
+    if changed {
+        Cow::Owned(out.into_owned())
+    } else {
+        Cow::Borrowed(text)
     }
 }
 

@@ -2,10 +2,12 @@
 
 use std::borrow::Cow;
 
-use regex::Captures;
+use regex_automata::{Anchored, Input};
 
-use super::markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, PRIVATE_KEY, SECRET, TENSOR};
-use super::rules::{self, Rule, RuleSet};
+use super::markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, SECRET, TENSOR};
+use super::rules::{Rule, RuleSet};
+#[cfg(test)]
+use super::rules;
 use super::url;
 
 /// Output that stays borrowed until the first real change.
@@ -44,47 +46,106 @@ impl<'a> Out<'a> {
     }
 }
 
+/// Whether `rule` can start with byte `b` (`prev` is the byte before): a cheap filter in front of
+/// the anchored per-rule searches.
+fn may_start(rule: Rule, b: u8, prev: Option<u8>) -> bool {
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    match rule {
+        Rule::Pydantic => prev.is_none() || prev == Some(b'\n'),
+        Rule::DataUri => matches!(b, b'd' | b'D'),
+        Rule::Bytes => b == b'b',
+        Rule::Tensor => matches!(b, b't' | b'a'),
+        Rule::Url | Rule::WinPath => b.is_ascii_alphabetic(),
+        Rule::QuotedPath => matches!(b, b'\'' | b'"'),
+        Rule::PosixPath | Rule::PosixFile => b == b'/',
+        Rule::UncPath => b == b'\\',
+        Rule::HomePath => b == b'~',
+        Rule::DotPath | Rule::HiddenPath => b == b'.',
+        Rule::PkgPath => matches!(b, b's' | b'd'),
+        Rule::HfCache => b == b'm',
+        Rule::Jwt => b == b'e',
+        Rule::Flag => b == b'-',
+        Rule::AuthScheme => matches!(b | 0x20, b'b' | b't'),
+        Rule::Ipv4 => b.is_ascii_digit(),
+        Rule::Ipv6 => matches!(b | 0x20, b'f'),
+        Rule::Addr => b == b'0',
+        Rule::KeyValue => word(b) || b == b'.' || b == b'-' || b >= 0x80,
+        Rule::Hook => matches!(b | 0x20, b'h' | b'd' | b'a' | b'o'),
+        Rule::RelFile | Rule::Token | Rule::Email | Rule::Host | Rule::Opaque => {
+            word(b) || matches!(b, b'-' | b'.' | b'%' | b'+')
+        }
+    }
+}
+
 /// Runs every rule of `set` over `text` once.
 pub(crate) fn apply<'a>(text: &'a str, set: &RuleSet) -> Cow<'a, str> {
     let mut out = Out::new(text);
-    for caps in set.re.captures_iter(text) {
-        let Some((rule, m)) = set.groups.iter().find_map(|&(r, g)| caps.get(g).map(|m| (r, m))) else {
-            continue;
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(m) = set.re.find_at(text, at) {
+        let start = m.start();
+        let (first, prev) = (bytes.get(start).copied().unwrap_or(0), prev_byte(text, start));
+        let input = Input::new(text).range(start..).anchored(Anchored::Yes);
+        let hit = set
+            .rules
+            .iter()
+            .filter(|(rule, _)| may_start(*rule, first, prev))
+            .find_map(|(rule, re)| re.search(&input).map(|rm| (*rule, rm.end())));
+        let end = match hit {
+            Some((rule, end)) if end > start => {
+                handle(&mut out, text, rule, start, end);
+                end
+            }
+            _ => m.end(),
         };
-        handle(&mut out, text, rule, m.start(), m.end(), &caps);
+        // An empty match cannot occur (every rule consumes), but never loop on one.
+        at = if end > start { end } else { next_boundary(text, start) };
+        if at > text.len() {
+            break;
+        }
     }
     out.finish()
 }
 
-fn group_span(caps: &Captures<'_>, name: &str) -> Option<(usize, usize)> {
-    caps.name(name).map(|m| (m.start(), m.end()))
+fn next_boundary(text: &str, mut i: usize) -> usize {
+    i += 1;
+    while i < text.len() && !text.is_char_boundary(i) {
+        i += 1;
+    }
+    i
 }
 
 fn prev_byte(text: &str, at: usize) -> Option<u8> {
     at.checked_sub(1).and_then(|i| text.as_bytes().get(i).copied())
 }
 
-fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize, caps: &Captures<'_>) {
+/// Start of the value in `key<sep>value` (after the separator and its spaces).
+fn value_start(m: &str) -> Option<usize> {
+    let i = m.find([':', '=', ',', '：', '＝'])?;
+    let sep_len = m[i..].chars().next().map_or(1, char::len_utf8);
+    let rest = &m[i + sep_len..];
+    Some(i + sep_len + (rest.len() - rest.trim_start_matches([' ', '\t']).len()))
+}
+
+fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) {
     let m = text.get(start..end).unwrap_or_default();
     match rule {
-        Rule::Pem => out.replace(start, end, PRIVATE_KEY),
-        Rule::Pydantic => replace_value(out, text, group_span(caps, "pyd_v")),
+        Rule::Pydantic => {
+            if let Some(i) = m.rfind("input_value=") {
+                replace_value(out, text, start + i + "input_value=".len(), end);
+            }
+        }
         Rule::DataUri => {
-            if let Some((s, e)) = group_span(caps, "data_v") {
-                out.replace(s, e, DATA);
+            if let Some(i) = m.find(',') {
+                out.replace(start + i + 1, end, DATA);
             }
         }
         Rule::Bytes => out.replace(start, end, BYTES),
         Rule::Tensor => {
-            if let Some((s, e)) = group_span(caps, "tensor_v") {
-                if text.get(s..e).is_some_and(|t| t.contains(',')) {
-                    out.replace(s, e, TENSOR);
+            if let Some(i) = m.find('(') {
+                if m[i..].contains(',') {
+                    out.replace(start + i + 1, end, TENSOR);
                 }
-            }
-        }
-        Rule::NestedList => {
-            if m.bytes().filter(|&b| b == b',').count() >= 3 {
-                out.replace(start, end, TENSOR);
             }
         }
         Rule::Url => {
@@ -107,18 +168,30 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize, c
         }
         Rule::Jwt | Rule::Token => out.replace(start, end, SECRET),
         Rule::Hook => {
-            if let Some((s, e)) = group_span(caps, "hook_v") {
-                out.replace(s, e, SECRET);
+            let lower = m.to_ascii_lowercase();
+            let cut = ["/services/", "/webhooks/", "/bot", "/webhook/"]
+                .iter()
+                .find_map(|p| lower.find(p).map(|i| i + p.len()));
+            if let Some(i) = cut {
+                out.replace(start + i, end, SECRET);
             }
         }
-        Rule::Flag => replace_value(out, text, group_span(caps, "flag_v")),
-        Rule::KeyValue => replace_value(out, text, group_span(caps, "kv_v")),
+        Rule::Flag => {
+            let key_end = m[2..].find(|c: char| c == '=' || c == ' ' || c == '\t').map_or(m.len(), |i| i + 2);
+            let rest = &m[key_end..];
+            let v = key_end + (rest.len() - rest.trim_start_matches(['=', ' ', '\t']).len());
+            replace_value(out, text, start + v, end);
+        }
+        Rule::KeyValue => {
+            if let Some(v) = value_start(m) {
+                replace_value(out, text, start + v, end);
+            }
+        }
         Rule::AuthScheme => {
-            if let Some((s, e)) = group_span(caps, "auth_v") {
-                let min = if m.as_bytes().first().is_some_and(|b| b.eq_ignore_ascii_case(&b't')) { 12 } else { 8 };
-                if e - s >= min {
-                    out.replace(s, e, SECRET);
-                }
+            let v = m.find([' ', '\t']).map_or(m.len(), |i| i + m[i..].len() - m[i..].trim_start().len());
+            let min = if m.as_bytes().first().is_some_and(|b| b.eq_ignore_ascii_case(&b't')) { 12 } else { 8 };
+            if end - (start + v) >= min {
+                out.replace(start + v, end, SECRET);
             }
         }
         Rule::Email => out.replace(start, end, EMAIL),
@@ -165,9 +238,8 @@ fn is_placeholder(v: &str) -> bool {
         )
 }
 
-/// Replaces the credential inside a value span, keeping quotes, a `b` prefix and an auth scheme.
-fn replace_value(out: &mut Out<'_>, text: &str, span: Option<(usize, usize)>) {
-    let Some((mut s, mut e)) = span else { return };
+/// Replaces the credential in `text[s..e]`, keeping quotes, a `b` prefix and an auth scheme.
+fn replace_value(out: &mut Out<'_>, text: &str, mut s: usize, mut e: usize) {
     let Some(v) = text.get(s..e) else { return };
     let mut inner = v;
     if let Some(rest) = inner.strip_prefix('b').filter(|r| r.starts_with(['\'', '"'])) {
@@ -191,7 +263,7 @@ fn replace_value(out: &mut Out<'_>, text: &str, span: Option<(usize, usize)>) {
             inner = rest;
         }
     }
-    if is_placeholder(inner) || inner.bytes().all(|b| b.is_ascii_digit()) && inner.len() <= 6 {
+    if is_placeholder(inner) || (inner.bytes().all(|b| b.is_ascii_digit()) && inner.len() <= 6) {
         return;
     }
     out.replace(s, e, SECRET);
@@ -229,7 +301,7 @@ fn ipv4_is_sensitive(text: &str, start: usize, end: usize) -> bool {
 }
 
 /// Decides whether a long run of token characters is random (a credential or a payload).
-fn opaque_marker(run: &str) -> Option<&'static str> {
+pub(crate) fn opaque_marker(run: &str) -> Option<&'static str> {
     let (mut upper, mut lower, mut digit, mut other, mut transitions, mut stretch, mut best) = (0, 0, 0, 0, 0, 0, 0);
     let mut last_class = 0u8;
     for b in run.bytes() {

@@ -4,17 +4,16 @@
 //! so the whole sanitizer is linear in its input whatever the input is.
 
 use regex::{Regex, RegexBuilder};
+use regex_automata::meta;
 use std::sync::OnceLock;
 
 /// What a match is, decided by which named group matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rule {
-    Pem,
+pub enum Rule {
     Pydantic,
     DataUri,
     Bytes,
     Tensor,
-    NestedList,
     Url,
     QuotedPath,
     PosixPath,
@@ -57,7 +56,7 @@ key|crt|cer|p12|sock|lock|tar|gz|tgz|xz|zst|zip|whl|egg|env|db|sqlite|parquet|ar
 
 /// Key names (as the end of an identifier) whose value is a credential.
 const SECRET_KEYS: &str = "password|passwd|passphrase|pwd|secret|token|api[_\\-]?key|apikey|access[_\\-]?key|\
-access[_\\-]?key[_\\-]?id|secret[_\\-]?key|private[_\\-]?key|signing[_\\-]?key|client[_\\-]?secret|credentials?|\
+access[_\\-]?key[_\\-]?id|private[_\\-]?key[_\\-]?id|secret[_\\-]?key|private[_\\-]?key|signing[_\\-]?key|client[_\\-]?secret|credentials?|\
 signature|authorization|auth|cookie|session|session[_\\-]?id|sessionid|sid|account[_\\-]?key|sas|conn(?:ection)?[_\\-]?string|\
 dsn";
 
@@ -68,9 +67,13 @@ contraseña|Contraseña|passwort|Passwort|senha|Senha|mot de passe|Mot de passe|
 /// Well-known credential formats, recognised by their prefix and body.
 const TOKENS: &str = r"sk-[A-Za-z0-9_\-]{20,}|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9*]{10,}|sk_[A-Za-z0-9]{32,}|whsec_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_\-]{20,}|xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-[A-Za-z0-9\-]{10,}|(?:AKIA|ASIA)[A-Z0-9]{16}:[A-Za-z0-9+/]{40}|(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA|APKA)[A-Z0-9]{16}|AIza[A-Za-z0-9_\-]{30,}|ya29\.[A-Za-z0-9_\-]{20,}|1//0[A-Za-z0-9_\-]{20,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}|pplx-[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}|nvapi-[A-Za-z0-9_\-]{20,}|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{40,}|dop_v1_[a-f0-9]{40,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|lin_api_[A-Za-z0-9]{30,}|dapi[a-f0-9]{32}|sntrys_[A-Za-z0-9_=+/]{30,}|fw_[A-Za-z0-9]{20,}|tgp_v1_[A-Za-z0-9_\-]{30,}|key-[a-f0-9]{32}|hvs\.[A-Za-z0-9_\-]{20,}|dckr_pat_[A-Za-z0-9_\-]{20,}|tvly-[A-Za-z0-9\-]{20,}|jina_[A-Za-z0-9]{20,}|csk-[A-Za-z0-9]{20,}|ATATT[A-Za-z0-9_\-=]{20,}|glsa_[A-Za-z0-9_]{20,}|LTAI[A-Za-z0-9]{12,}|(?:AC|SK)[0-9a-f]{32}|IQoJb3JpZ2luX2Vj[A-Za-z0-9+/=]*|FwoGZXIvYXdz[A-Za-z0-9+/=]*";
 
-fn alternatives(full: bool) -> Vec<(Rule, String)> {
-    // Component of a POSIX path: stops at whitespace, quotes, brackets, separators and backslash.
+/// The rules in priority order. Every rule that needs a suffix before it matches (an extension,
+/// a separator, a TLD, an `@`) bounds how far it looks, so the iteration over all matches stays
+/// linear: no rule stays alive (unmatched) for more than a bounded distance, except those whose
+/// start positions cannot repeat inside that distance (a quote, a line start, `tensor(`).
+pub fn alternatives(full: bool) -> Vec<(Rule, String)> {
     let pcn = r#"[^\s'"<>|;:()\[\]{}\\,`/]"#;
+    let fcn = r"[A-Za-z0-9_.+@%~=\-]";
     let wpc = r#"[^\s'"<>|*?;:,()\[\]{}`]"#;
     let sq = r"'(?:[^'\\\n]|\\.)*'";
     let dq = r#""(?:[^"\\\n]|\\.)*""#;
@@ -80,19 +83,14 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
     let mut v: Vec<(Rule, String)> = Vec::new();
     if full {
         v.push((
-            Rule::Pem,
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:(?s:.)*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,\-]|\\[nr])*)"
-                .to_owned(),
-        ));
-        v.push((
             Rule::Pydantic,
             format!(
-                r"(?m:^)[ \t]*(?:[A-Za-z0-9_]+\.)*[A-Za-z0-9_]*(?i:password|passwd|passphrase|secret|token|api_?key|private_key|credentials?)[ \t]*\r?\n[^\n]*?input_value=(?P<pyd_v>{sq}|{dq}|[^\s,\]]+)"
+                r"(?m:^)[ \t]*(?:[A-Za-z0-9_]+\.)*[A-Za-z0-9_]*(?i:password|passwd|passphrase|secret|token|api_?key|private_key|credentials?)[ \t]*\r?\n[^\n]*?input_value=(?:{sq}|{dq}|[^\s,\]]+)"
             ),
         ));
         v.push((
             Rule::DataUri,
-            r"(?-u:\b)(?i:data):[A-Za-z0-9.+\-/]*(?:;[A-Za-z0-9.+\-_=]*)*,(?P<data_v>[A-Za-z0-9+/=_\-%]+)".to_owned(),
+            r"(?-u:\b)(?i:data):[A-Za-z0-9.+\-/]{0,64}(?:;[A-Za-z0-9.+\-_=]{0,64}){0,8},[A-Za-z0-9+/=_\-%]+".to_owned(),
         ));
         v.push((
             Rule::Bytes,
@@ -101,53 +99,53 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
         ));
         v.push((
             Rule::Tensor,
-            r"(?-u:\b)(?:tensor|array)\((?P<tensor_v>[ \t\r\n]*\[(?:[\[\] \t\r\n,.+\-0-9eE]|nan|inf|True|False)*\])".to_owned(),
+            r"(?-u:\b)(?:tensor|array)\([ \t\r\n]*\[(?:[\[\] \t\r\n,.+\-0-9eE]|nan|inf|True|False)*\]".to_owned(),
         ));
-        v.push((Rule::NestedList, r"\[\[[ \t]*-?[0-9][\[\] \t\r\n,.+\-0-9eE]*\]\]".to_owned()));
         v.push((Rule::Url, r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.\-]{0,15}://[^\s'"<>()\[\]{}`\\]*"#.to_owned()));
-        let start = format!(r"(?:/(?:{ROOTS})/|~[A-Za-z0-9_.\-]*/|[A-Za-z]:[\\/]|\.\.?/)");
+        let start = format!(r"(?:/(?:{ROOTS})/|~[A-Za-z0-9_.\-]{{0,32}}/|[A-Za-z]:[\\/]|\.\.?/)");
         v.push((Rule::QuotedPath, format!(r#"'{start}[^'\n<>]*'|"{start}[^"\n<>]*""#)));
         v.push((Rule::PosixPath, format!(r"/(?:{ROOTS})(?:/{pcn}*)+")));
-        v.push((Rule::PosixFile, format!(r"/(?:{pcn}+/)+{pcn}*\.(?:{EXTS})(?-u:\b)")));
+        v.push((Rule::PosixFile, format!(r"/(?:{fcn}{{1,64}}/){{1,24}}{fcn}{{0,64}}\.(?:{EXTS})(?-u:\b)")));
         v.push((Rule::WinPath, format!(r"(?-u:\b)[A-Za-z]:[\\/]{wpc}*")));
-        v.push((Rule::UncPath, format!(r"\\\\[A-Za-z0-9_.$\-]+\\{wpc}+")));
-        v.push((Rule::HomePath, format!(r"~[A-Za-z0-9_.\-]*/{pcn}*(?:/{pcn}*)*")));
+        v.push((Rule::UncPath, format!(r"\\\\[A-Za-z0-9_.$\-]{{1,64}}\\{wpc}+")));
+        v.push((Rule::HomePath, format!(r"~[A-Za-z0-9_.\-]{{0,32}}/{pcn}*(?:/{pcn}*)*")));
         v.push((Rule::DotPath, format!(r"\.\.?/{pcn}+(?:/{pcn}*)*")));
-        v.push((Rule::HiddenPath, format!(r"\.[A-Za-z0-9_\-]+/{pcn}+(?:/{pcn}*)*")));
-        v.push((Rule::PkgPath, format!(r"(?:[A-Za-z0-9_.\-]+/)*(?:site|dist)-packages(?:/{pcn}*)*")));
+        v.push((Rule::HiddenPath, format!(r"\.[A-Za-z0-9_\-]{{1,64}}/{pcn}+(?:/{pcn}*)*")));
+        v.push((Rule::PkgPath, format!(r"(?:site|dist)-packages/{pcn}*(?:/{pcn}*)*")));
         v.push((Rule::HfCache, format!(r"models--[A-Za-z0-9_.\-]+(?:/{pcn}*)*")));
         v.push((
             Rule::RelFile,
-            format!(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_.\-]+){{2,}}\.(?:{EXTS})(?-u:\b)"),
+            format!(r"[A-Za-z0-9_\-]{fcn}{{0,64}}(?:/{fcn}{{1,64}}){{2,24}}\.(?:{EXTS})(?-u:\b)"),
         ));
     }
     v.push((Rule::Jwt, r"(?-u:\b)eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]*".to_owned()));
     v.push((Rule::Token, format!(r"(?-u:\b)(?:{TOKENS})")));
     v.push((
         Rule::Hook,
-        r"(?i:hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot|outlook\.office\.com/webhook/)(?P<hook_v>[A-Za-z0-9_:\-][A-Za-z0-9_/:\-]*)"
+        r"(?i:hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|api\.telegram\.org/bot|outlook\.office\.com/webhook/)[A-Za-z0-9_:\-][A-Za-z0-9_/:\-]*"
             .to_owned(),
     ));
     v.push((
         Rule::Flag,
-        format!(
-            r"--[A-Za-z0-9_\-]*(?i:key|token|password|passwd|secret|credentials?)(?:=|[ \t]+)(?P<flag_v>[^\s'<>]+)"
-        ),
+        r"--[A-Za-z0-9_\-]{0,48}(?i:key|token|password|passwd|secret|credentials?)(?:=|[ \t]{1,8})[^\s'<>]+".to_owned(),
     ));
     v.push((
         Rule::KeyValue,
         format!(
-            r#"(?:[A-Za-z0-9_.\-]*(?i:{SECRET_KEYS})|{SECRET_KEYS_INTL})(?:\\?["'][ \t]*[:=,]|[ \t]*[:=：＝])[ \t]*(?P<kv_v>b?{sq}|b?{dq}|{edq}|(?:{scheme})?{bare})"#
+            r#"(?:[A-Za-z0-9_.\-]{{0,48}}(?i:{SECRET_KEYS})|{SECRET_KEYS_INTL})(?:\\?["'][ \t]{{0,8}}[:=,]|[ \t]{{0,8}}[:=：＝])[ \t]{{0,8}}(?:b?{sq}|b?{dq}|{edq}|(?:{scheme})?{bare})"#
         ),
     ));
     v.push((
         Rule::AuthScheme,
-        r"(?-u:\b)(?i:bearer|basic|token)[ \t]+(?P<auth_v>[A-Za-z0-9._~+/=\-]*[0-9_~+/=\-][A-Za-z0-9._~+/=\-]*)".to_owned(),
+        r"(?-u:\b)(?i:bearer|basic|token)[ \t]{1,8}[A-Za-z0-9._~+/=\-]*[0-9_~+/=\-][A-Za-z0-9._~+/=\-]*".to_owned(),
     ));
-    v.push((Rule::Email, r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?-u:\b)".to_owned()));
+    v.push((
+        Rule::Email,
+        r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){0,8}\.[A-Za-z]{2,}(?-u:\b)".to_owned(),
+    ));
     v.push((
         Rule::Host,
-        r"(?-u:\b)(?i:ip-[0-9]{1,3}(?:-[0-9]{1,3}){3}(?:\.[a-z0-9\-]+)*|[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.(?:internal|local|localdomain|lan|intranet|corp|svc|home\.arpa|consul))(?-u:\b)"
+        r"(?-u:\b)(?i:ip-[0-9]{1,3}(?:-[0-9]{1,3}){3}(?:\.[a-z0-9\-]+)*|[a-z0-9][a-z0-9\-]{0,62}(?:\.[a-z0-9][a-z0-9\-]{0,62}){0,8}\.(?:internal|local|localdomain|lan|intranet|corp|svc|home\.arpa|consul))(?-u:\b)"
             .to_owned(),
     ));
     v.push((Rule::Ipv4, r"(?-u:\b)(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?-u:\b)".to_owned()));
@@ -156,36 +154,37 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
         r"(?-u:\b)(?i:(?:f[cd][0-9a-f]{2}|fe[89ab][0-9a-f]):[0-9a-f:]*[0-9a-f](?:%[A-Za-z0-9]+)?)".to_owned(),
     ));
     v.push((Rule::Addr, r"(?-u:\b)0[xX][0-9a-fA-F]{6,16}(?-u:\b)".to_owned()));
-    v.push((Rule::Opaque, r"[A-Za-z0-9+/_\-]{24,}={0,3}".to_owned()));
+    v.push((Rule::Opaque, r"[A-Za-z0-9+_\-][A-Za-z0-9+/_\-]{23,}={0,3}".to_owned()));
     v
 }
 
-/// A compiled alternation and the group index of each rule.
+/// The alternation of a scope (for finding matches) and one anchored regex per rule (for
+/// telling which rule matched, leftmost-first, without running captures over the big automaton).
 pub(crate) struct RuleSet {
     pub(crate) re: Regex,
-    pub(crate) groups: Vec<(Rule, usize)>,
+    pub(crate) rules: Vec<(Rule, meta::Regex)>,
 }
 
 fn build(full: bool) -> RuleSet {
     let alts = alternatives(full);
-    let pattern = alts
-        .iter()
-        .enumerate()
-        .map(|(i, (_, p))| format!("(?P<r{i}>{p})"))
-        .collect::<Vec<_>>()
-        .join("|");
-    // The pattern is a constant of this module, so a compile error is a programming error that
-    // every test catches; falling back to a never-matching pattern keeps this path panic-free.
+    let pattern = alts.iter().map(|(_, p)| format!("(?:{p})")).collect::<Vec<_>>().join("|");
+    // The patterns are constants of this module, so a compile error is a programming error that
+    // every test catches; a never-matching fallback keeps this path panic-free.
     let re = match RegexBuilder::new(&pattern).size_limit(256 << 20).dfa_size_limit(64 << 20).build() {
         Ok(re) => re,
         Err(_) => never(),
     };
-    let groups = alts
+    let rules = alts
         .iter()
-        .enumerate()
-        .filter_map(|(i, (rule, _))| re.capture_names().position(|n| n == Some(format!("r{i}").as_str())).map(|g| (*rule, g)))
+        .filter_map(|(rule, p)| {
+            meta::Regex::builder()
+                .configure(meta::Config::new().nfa_size_limit(Some(64 << 20)).hybrid_cache_capacity(4 << 20))
+                .build(p)
+                .ok()
+                .map(|r| (*rule, r))
+        })
         .collect();
-    RuleSet { re, groups }
+    RuleSet { re, rules }
 }
 
 fn never() -> Regex {
@@ -216,8 +215,9 @@ mod tests {
 
     #[test]
     fn both_sets_compile_with_every_rule() {
-        assert_eq!(full().groups.len(), alternatives(true).len());
-        assert_eq!(url_inner().groups.len(), alternatives(false).len());
+        assert_eq!(full().rules.len(), alternatives(true).len());
+        assert_eq!(url_inner().rules.len(), alternatives(false).len());
+        assert!(full().re.is_match("x"[..0].trim()) == false);
     }
 
     #[test]
