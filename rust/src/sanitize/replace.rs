@@ -157,9 +157,13 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) {
                 out.replace(start + 1, end - 1, PATH);
             }
         }
-        Rule::PosixPath | Rule::PosixFile | Rule::WinPath | Rule::UncPath | Rule::PkgPath | Rule::HfCache => {
-            replace_path(out, m, start);
+        Rule::PosixPath | Rule::PosixFile => {
+            // "/v1/models/x" is a route: a path starts where no word or route segment ends.
+            if !prev_byte(text, start).is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'%')) {
+                replace_path(out, m, start);
+            }
         }
+        Rule::WinPath | Rule::UncPath | Rule::PkgPath | Rule::HfCache => replace_path(out, m, start),
         Rule::HomePath | Rule::DotPath | Rule::HiddenPath | Rule::RelFile => {
             // Relative forms only count at the start of a word ("v1.2/x" is not "./x").
             if !prev_byte(text, start).is_some_and(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_') {
@@ -226,6 +230,9 @@ fn replace_path(out: &mut Out<'_>, m: &str, start: usize) {
     }
 }
 
+/// Authorization schemes kept in front of the credential they introduce.
+const SCHEMES: [&str; 6] = ["bearer", "basic", "token", "digest", "bot", "apikey"];
+
 /// Values that say nothing secret and help the reader (`api_key=None`).
 fn is_placeholder(v: &str) -> bool {
     let t = v.trim();
@@ -257,13 +264,14 @@ fn replace_value(out: &mut Out<'_>, text: &str, mut s: usize, mut e: usize) {
     // Keep "Bearer " / "Basic " in front of the credential.
     if let Some(sp) = inner.find([' ', '\t']) {
         let word = &inner[..sp];
-        if ["bearer", "basic", "token", "digest", "bot", "apikey"].iter().any(|w| word.eq_ignore_ascii_case(w)) {
+        if SCHEMES.iter().any(|w| word.eq_ignore_ascii_case(w)) {
             let rest = inner[sp..].trim_start();
             s += inner.len() - rest.len();
             inner = rest;
         }
     }
-    if is_placeholder(inner) || (inner.bytes().all(|b| b.is_ascii_digit()) && inner.len() <= 6) {
+    let scheme_only = SCHEMES.iter().any(|w| inner.eq_ignore_ascii_case(w));
+    if scheme_only || is_placeholder(inner) || (inner.bytes().all(|b| b.is_ascii_digit()) && inner.len() <= 6) {
         return;
     }
     out.replace(s, e, SECRET);
