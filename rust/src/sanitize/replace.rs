@@ -92,10 +92,7 @@ pub(crate) fn apply<'a>(text: &'a str, set: &RuleSet) -> Cow<'a, str> {
             .filter(|(rule, _)| may_start(*rule, first, prev))
             .find_map(|(rule, re)| re.search(&input).map(|rm| (*rule, rm.end())));
         let end = match hit {
-            Some((rule, end)) if end > start => {
-                handle(&mut out, text, rule, start, end);
-                end
-            }
+            Some((rule, end)) if end > start => handle(&mut out, text, rule, start, end),
             _ => m.end(),
         };
         // An empty match cannot occur (every rule consumes), but never loop on one.
@@ -127,7 +124,8 @@ fn value_start(m: &str) -> Option<usize> {
     Some(i + sep_len + (rest.len() - rest.trim_start_matches([' ', '\t']).len()))
 }
 
-fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) {
+/// Applies `rule` to `text[start..end]`; returns where the search resumes (normally `end`).
+fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -> usize {
     let m = text.get(start..end).unwrap_or_default();
     match rule {
         Rule::Pydantic => {
@@ -193,9 +191,13 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) {
         }
         Rule::AuthScheme => {
             let v = m.find([' ', '\t']).map_or(m.len(), |i| i + m[i..].len() - m[i..].trim_start().len());
-            let min = if m.as_bytes().first().is_some_and(|b| b.eq_ignore_ascii_case(&b't')) { 12 } else { 8 };
-            if end - (start + v) >= min {
+            // 15 characters, like the clean gate's token-run check, so both agree. A shorter
+            // value ("token 10.0.0.1:80") is left to the other rules.
+            // It must also look random, so "token Qwen/Qwen2.5-Omni-7B" keeps its model id.
+            if end - (start + v) >= 15 && opaque_marker(&m[v..]).is_some() {
                 out.replace(start + v, end, SECRET);
+            } else {
+                return start + v;
             }
         }
         Rule::Email => out.replace(start, end, EMAIL),
@@ -220,6 +222,7 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) {
             }
         }
     }
+    end
 }
 
 /// Replaces a path, keeping trailing sentence punctuation outside the marker.
