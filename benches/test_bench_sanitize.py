@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from omni_errors import sanitize
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "sanitizer"
@@ -101,9 +100,9 @@ def test_bench_dev_corpus(benchmark: Any, impl: str) -> None:
 
     outs = benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
     remove = sum(len(c["must_remove"]) for c in cases)
-    removed = sum(sum(r not in o for r in c["must_remove"]) for c, o in zip(cases, outs))
+    removed = sum(sum(r not in o for r in c["must_remove"]) for c, o in zip(cases, outs, strict=True))
     keep = sum(len(c["must_keep"]) for c in cases)
-    kept = sum(sum(k in o for k in c["must_keep"]) for c, o in zip(cases, outs))
+    kept = sum(sum(k in o for k in c["must_keep"]) for c, o in zip(cases, outs, strict=True))
     benchmark.extra_info.update(
         {"must_remove": remove, "removed": removed, "must_keep": keep, "kept": kept, "recall": removed / remove}
     )

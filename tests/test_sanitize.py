@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from omni_errors import normalize_parameter, sanitize
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +37,7 @@ RULES = [
     ("bad ./stage_configs/a.yaml file", "./stage_configs/a.yaml", "file"),
     ("at lora/adapters/c-1/adapter_config.json has r=8", "lora/adapters", "r=8"),
     (
-        "Traceback (most recent call last):\n  File \"/x/y.py\", line 1, in f\n    g(secret)\nValueError: bad",
+        'Traceback (most recent call last):\n  File "/x/y.py", line 1, in f\n    g(secret)\nValueError: bad',
         "g(secret)",
         "ValueError: bad",
     ),
@@ -160,7 +159,7 @@ def test_adversarial_mebibyte_inputs(name: str) -> None:
 
 def test_rejects_non_str() -> None:
     with pytest.raises(TypeError):
-        sanitize(b"bytes")  # type: ignore[arg-type]
+        sanitize(b"bytes")  # type: ignore[arg-type,unused-ignore]
 
 
 def test_lone_surrogate_is_an_error_not_a_panic() -> None:
@@ -234,10 +233,39 @@ def test_dev_corpus_is_idempotent() -> None:
 
 BENIGN = st.sampled_from(
     [
-        "stage", "request", "failed", "max_tokens", "must", "be", "<=", "4096,", "got", "10000", "(talker)",
-        "Qwen/Qwen2.5-Omni-7B", "top_p/top_k", "v0.11.0", "cuda:0", "torch.bfloat16", "https://huggingface.co/docs",
-        "0.0.0.0:8000", "shape", "(1, 80, 3000)", "16/9", "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7", "error:",
-        "the", "token", "budget", "is", "exhausted.", "model", "'alloy'", "[0, 1, 2]", "status", "503",
+        "stage",
+        "request",
+        "failed",
+        "max_tokens",
+        "must",
+        "be",
+        "<=",
+        "4096,",
+        "got",
+        "10000",
+        "(talker)",
+        "Qwen/Qwen2.5-Omni-7B",
+        "top_p/top_k",
+        "v0.11.0",
+        "cuda:0",
+        "torch.bfloat16",
+        "https://huggingface.co/docs",
+        "0.0.0.0:8000",
+        "shape",
+        "(1, 80, 3000)",
+        "16/9",
+        "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7",
+        "error:",
+        "the",
+        "token",
+        "budget",
+        "is",
+        "exhausted.",
+        "model",
+        "'alloy'",
+        "[0, 1, 2]",
+        "status",
+        "503",
     ]
 )
 CLEAN_TEXT = st.lists(BENIGN, min_size=1, max_size=30).map(" ".join)

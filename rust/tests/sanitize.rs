@@ -110,6 +110,9 @@ fn adversarial_shapes_finish() {
 #[test]
 fn parameter_names() {
     assert_eq!(normalize_parameter("body.max_tokens"), "max_tokens");
-    assert_eq!(normalize_parameter("('body', 'messages', 0, 'content')"), "messages[0].content");
+    assert_eq!(
+        normalize_parameter("('body', 'messages', 0, 'content')"),
+        "messages[0].content"
+    );
     assert_eq!(normalize_parameter("max_tokens"), "max_tokens");
 }

@@ -21,6 +21,7 @@ fn is_mime(c: u8) -> bool {
 }
 
 /// Replaces `data:` payloads with `<data>` and long random base64 runs with `<base64>`.
+#[allow(clippy::many_single_char_names)] // byte-scanner indices: b(ytes), i, e(nd), s(tart), t(ext)
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
     let mut out = Out::new(text);
@@ -86,7 +87,10 @@ mod tests {
 
     #[test]
     fn data_uri() {
-        assert_eq!(strip("x data:image/png;base64,iVBOR+/w== y"), "x data:image/png;base64,<data> y");
+        assert_eq!(
+            strip("x data:image/png;base64,iVBOR+/w== y"),
+            "x data:image/png;base64,<data> y"
+        );
         assert!(matches!(strip("metadata: 3"), Cow::Borrowed(_)));
     }
 }

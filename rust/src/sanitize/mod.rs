@@ -7,11 +7,9 @@ mod markers;
 mod media;
 mod param;
 mod pem;
-#[doc(hidden)]
-pub mod prefilter;
+mod prefilter;
 mod replace;
-#[doc(hidden)]
-pub mod rules;
+mod rules;
 mod traceback;
 mod truncate;
 mod url;
@@ -72,7 +70,10 @@ mod tests {
 
     #[test]
     fn clean_is_borrowed() {
-        assert!(matches!(sanitize("max_tokens must be <= 4096, got 10000", 4096), Cow::Borrowed(_)));
+        assert!(matches!(
+            sanitize("max_tokens must be <= 4096, got 10000", 4096),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -11,12 +11,17 @@ const LOCATIONS: [&str; 6] = ["body", "query", "path", "header", "json", "form"]
 
 fn is_plain(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'[' | b']'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'[' | b']'))
         && !s.starts_with('.')
         && !s.ends_with('.')
         && !s.contains("..")
-        && !s.split('.').any(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        && !LOCATIONS.iter().any(|l| s.starts_with(l) && s.as_bytes().get(l.len()) == Some(&b'.'))
+        && !s
+            .split('.')
+            .any(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && !LOCATIONS
+            .iter()
+            .any(|l| s.starts_with(l) && s.as_bytes().get(l.len()) == Some(&b'.'))
 }
 
 /// Normalises a request parameter name for the record's `parameter` field.
@@ -36,8 +41,10 @@ pub fn normalize_parameter(input: &str) -> Cow<'_, str> {
             continue;
         }
         skip_location = false;
-        let clean: String =
-            p.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '[' | ']')).collect();
+        let clean: String = p
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '[' | ']'))
+            .collect();
         if clean.is_empty() {
             continue;
         }
@@ -68,9 +75,18 @@ mod tests {
         assert!(matches!(normalize_parameter("max_tokens"), Cow::Borrowed(_)));
         assert_eq!(normalize_parameter("messages[0].content"), "messages[0].content");
         assert_eq!(normalize_parameter("body.max_tokens"), "max_tokens");
-        assert_eq!(normalize_parameter("('body', 'messages', 0, 'content')"), "messages[0].content");
-        assert_eq!(normalize_parameter("body -> messages -> 0 -> content"), "messages[0].content");
+        assert_eq!(
+            normalize_parameter("('body', 'messages', 0, 'content')"),
+            "messages[0].content"
+        );
+        assert_eq!(
+            normalize_parameter("body -> messages -> 0 -> content"),
+            "messages[0].content"
+        );
         assert_eq!(normalize_parameter("  temperature "), "temperature");
-        assert_eq!(normalize_parameter("messages.2.content.0.type"), "messages[2].content[0].type");
+        assert_eq!(
+            normalize_parameter("messages.2.content.0.type"),
+            "messages[2].content[0].type"
+        );
     }
 }

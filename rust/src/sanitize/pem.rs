@@ -15,7 +15,11 @@ const END: &[u8] = b"-----END";
 /// Length of a `-----BEGIN|END <LABEL> PRIVATE KEY[ BLOCK]-----` line starting at `at`, if any.
 fn armor_len(b: &[u8], at: usize, lead: &[u8]) -> Option<usize> {
     let rest = b.get(at..)?.strip_prefix(lead)?;
-    let label = rest.iter().take(64).take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || **c == b' ').count();
+    let label = rest
+        .iter()
+        .take(64)
+        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || **c == b' ')
+        .count();
     let l = &rest[..label];
     let is_key = l.ends_with(b"PRIVATE KEY") || l.ends_with(b"PRIVATE KEY BLOCK");
     (is_key && rest[label..].starts_with(b"-----")).then_some(lead.len() + label + 5)
@@ -38,7 +42,9 @@ fn body_len(b: &[u8], from: usize) -> usize {
 /// Replaces every PEM private-key block with `<private-key>`.
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
-    let Some(first) = memmem::find(b, BEGIN) else { return Cow::Borrowed(text) };
+    let Some(first) = memmem::find(b, BEGIN) else {
+        return Cow::Borrowed(text);
+    };
     let mut out = Out::new(text);
     let end_finder = memmem::Finder::new(END);
     // The next END at or after the last search position; `None` once none is left.

@@ -5,16 +5,49 @@
 
 /// Key names whose value is a credential, as identifier suffixes (lowercase).
 const KEY_SUFFIXES: &[&str] = &[
-    "password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "key", "keyid", "key_id", "key-id", "auth",
-    "authorization", "cookie", "session", "session_id", "session-id", "sessionid", "sid", "credential",
-    "credentials", "signature", "sas", "dsn", "string", "input_value", "data",
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "pass",
+    "secret",
+    "token",
+    "key",
+    "keyid",
+    "key_id",
+    "key-id",
+    "auth",
+    "authorization",
+    "cookie",
+    "session",
+    "session_id",
+    "session-id",
+    "sessionid",
+    "sid",
+    "credential",
+    "credentials",
+    "signature",
+    "sas",
+    "dsn",
+    "string",
+    "input_value",
+    "data",
 ];
-
 
 use memchr::{memchr3_iter, memchr_iter, memmem};
 
 /// Top-level labels of internal host names.
-const INTERNAL_TLDS: &[&[u8]] = &[b"internal", b"local", b"localdomain", b"lan", b"intranet", b"corp", b"svc", b"arpa", b"consul"];
+const INTERNAL_TLDS: &[&[u8]] = &[
+    b"internal",
+    b"local",
+    b"localdomain",
+    b"lan",
+    b"intranet",
+    b"corp",
+    b"svc",
+    b"arpa",
+    b"consul",
+];
 
 fn ends_with_ci(hay: &[u8], suffix: &str) -> bool {
     hay.len() >= suffix.len() && hay[hay.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
@@ -46,7 +79,9 @@ fn key_before(b: &[u8], sep: usize) -> bool {
 /// Whether `b[at..]` starts with `word` (ASCII case-insensitive) followed by a non-identifier byte.
 fn word_at(b: &[u8], at: usize, word: &[u8]) -> bool {
     b.get(at..at + word.len()).is_some_and(|w| w.eq_ignore_ascii_case(word))
-        && !b.get(at + word.len()).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && !b
+            .get(at + word.len())
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
 fn looks_back(b: &[u8], at: usize, word: &[u8]) -> bool {
@@ -111,7 +146,11 @@ fn scan(b: &[u8]) -> (u8, bool) {
             return (flags, true);
         }
         let len = chunk.len() as u32;
-        carry = if lead >= len { carry + len } else { (m << (64 - len)).leading_ones() };
+        carry = if lead >= len {
+            carry + len
+        } else {
+            (m << (64 - len)).leading_ones()
+        };
     }
     (flags, false)
 }
@@ -126,7 +165,7 @@ fn dotted_quad_at(b: &[u8], i: usize) -> bool {
     while e < b.len() && (b[e].is_ascii_digit() || b[e] == b'.') {
         e += 1;
     }
-    b[s..e].iter().filter(|&&c| c == b'.').count() >= 3
+    memchr_iter(b'.', &b[s..e]).count() >= 3
 }
 
 /// Whether `fcXX`/`fdXX`/`fe8X`.. (an internal IPv6 group) ends at `colon`.
@@ -142,7 +181,7 @@ fn ipv6_group_before(b: &[u8], colon: usize) -> bool {
 ///
 /// A handful of vectorised byte searches and one branch-free loop; the keyword checks run only
 /// where their trigger byte occurs (separators, `(`, `"`, `-`, `.`, spaces after a scheme word).
-pub fn is_clean(text: &str) -> bool {
+pub(crate) fn is_clean(text: &str) -> bool {
     let b = text.as_bytes();
     let (flags, long_run) = scan(b);
     if long_run || flags & DIRTY != 0 {
@@ -197,7 +236,9 @@ mod tests {
     #[test]
     fn gate() {
         assert!(is_clean("max_tokens must be <= 4096, got 10000"));
-        assert!(is_clean("This model's maximum context length is 32768 tokens. However, you requested 40000 tokens."));
+        assert!(is_clean(
+            "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens."
+        ));
         assert!(!is_clean("password=x"));
         assert!(!is_clean("token abc123def456ghi"));
         assert!(!is_clean("at 10.1.2.3 now"));
@@ -207,4 +248,3 @@ mod tests {
         assert!(!is_clean("worker.local down"));
     }
 }
-

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use regex_automata::{Anchored, Input};
 
 use super::markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, SECRET, TENSOR};
-use super::rules::{Rule, RuleSet};
 #[cfg(test)]
 use super::rules;
+use super::rules::{Rule, RuleSet};
 use super::url;
 
 /// Output that stays borrowed until the first real change.
@@ -20,7 +20,12 @@ pub(crate) struct Out<'a> {
 
 impl<'a> Out<'a> {
     pub(crate) fn new(src: &'a str) -> Self {
-        Out { src, buf: String::new(), last: 0, changed: false }
+        Out {
+            src,
+            buf: String::new(),
+            last: 0,
+            changed: false,
+        }
     }
 
     /// Replaces `src[start..end]` with `with`; a no-op when they are equal.
@@ -157,7 +162,9 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -
         }
         Rule::PosixPath | Rule::PosixFile => {
             // "/v1/models/x" is a route: a path starts where no word or route segment ends.
-            if !prev_byte(text, start).is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'%')) {
+            if !prev_byte(text, start)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'%'))
+            {
                 replace_path(out, m, start);
             }
         }
@@ -179,7 +186,7 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -
             }
         }
         Rule::Flag => {
-            let key_end = m[2..].find(|c: char| c == '=' || c == ' ' || c == '\t').map_or(m.len(), |i| i + 2);
+            let key_end = m[2..].find(['=', ' ', '\t']).map_or(m.len(), |i| i + 2);
             let rest = &m[key_end..];
             let v = key_end + (rest.len() - rest.trim_start_matches(['=', ' ', '\t']).len());
             replace_value(out, text, start + v, end);
@@ -190,7 +197,9 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -
             }
         }
         Rule::AuthScheme => {
-            let v = m.find([' ', '\t']).map_or(m.len(), |i| i + m[i..].len() - m[i..].trim_start().len());
+            let v = m
+                .find([' ', '\t'])
+                .map_or(m.len(), |i| i + m[i..].len() - m[i..].trim_start().len());
             // 15 characters, like the clean gate's token-run check, so both agree. A shorter
             // value ("token 10.0.0.1:80") is left to the other rules.
             // It must also look random, so "token Qwen/Qwen2.5-Omni-7B" keeps its model id.
@@ -244,7 +253,16 @@ fn is_placeholder(v: &str) -> bool {
         || t.bytes().all(|b| b == b'*' || b == b'x' || b == b'X' || b == b'.')
         || matches!(
             t.to_ascii_lowercase().as_str(),
-            "none" | "null" | "nil" | "true" | "false" | "undefined" | "required" | "missing" | "redacted" | "[redacted]"
+            "none"
+                | "null"
+                | "nil"
+                | "true"
+                | "false"
+                | "undefined"
+                | "required"
+                | "missing"
+                | "redacted"
+                | "[redacted]"
         )
 }
 
@@ -284,7 +302,9 @@ fn replace_value(out: &mut Out<'_>, text: &str, mut s: usize, mut e: usize) {
 fn ipv4_is_sensitive(text: &str, start: usize, end: usize) -> bool {
     let b = text.as_bytes();
     // Part of a longer dotted number (a version such as 1.2.3.4.5) is not an address.
-    if prev_byte(text, start) == Some(b'.') || (b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit)) {
+    if prev_byte(text, start) == Some(b'.')
+        || (b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit))
+    {
         return false;
     }
     let Some(ip) = text.get(start..end) else { return false };
@@ -364,16 +384,28 @@ mod tests {
 
     #[test]
     fn clean_text_is_borrowed() {
-        assert!(matches!(apply("max_tokens must be <= 4096, got 10000", rules::full()), Cow::Borrowed(_)));
+        assert!(matches!(
+            apply("max_tokens must be <= 4096, got 10000", rules::full()),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
     fn key_values() {
-        assert_eq!(run("password=hunter2x sslmode=require"), "password=<secret> sslmode=require");
+        assert_eq!(
+            run("password=hunter2x sslmode=require"),
+            "password=<secret> sslmode=require"
+        );
         assert_eq!(run("{'passwd': 'abc!def'}"), "{'passwd': '<secret>'}");
-        assert_eq!(run(r#"{"Authorization": "Bearer abcdefgh12345"}"#), r#"{"Authorization": "Bearer <secret>"}"#);
+        assert_eq!(
+            run(r#"{"Authorization": "Bearer abcdefgh12345"}"#),
+            r#"{"Authorization": "Bearer <secret>"}"#
+        );
         assert_eq!(run("api_key=None"), "api_key=None");
-        assert_eq!(run("Unknown key 'hf_token' in request body"), "Unknown key 'hf_token' in request body");
+        assert_eq!(
+            run("Unknown key 'hf_token' in request body"),
+            "Unknown key 'hf_token' in request body"
+        );
         assert_eq!(run("max_tokens=4096"), "max_tokens=4096");
     }
 

@@ -12,7 +12,9 @@ const HEADER: &str = "Traceback (most recent call last):";
 /// Whether `text` may hold a traceback (cheap substring checks, no allocation).
 fn has_trigger(text: &str) -> bool {
     let b = text.as_bytes();
-    memmem::find(b, b"File \"").is_some() || memmem::find(b, b"Traceback (").is_some() || memmem::find(b, b"frame #").is_some()
+    memmem::find(b, b"File \"").is_some()
+        || memmem::find(b, b"Traceback (").is_some()
+        || memmem::find(b, b"frame #").is_some()
 }
 
 fn strip_gutter(line: &str) -> &str {
@@ -24,7 +26,9 @@ fn is_frame(t: &str) -> bool {
 }
 
 fn is_cpp_frame(t: &str) -> bool {
-    let Some(rest) = t.strip_prefix("frame #") else { return false };
+    let Some(rest) = t.strip_prefix("frame #") else {
+        return false;
+    };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     digits > 0 && rest.as_bytes().get(digits) == Some(&b':')
 }

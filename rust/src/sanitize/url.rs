@@ -9,10 +9,16 @@ use super::rules::{is_root, url_inner};
 
 /// Returns `url` with userinfo, secret query values, tokens and internal hosts replaced.
 pub(crate) fn sanitize_url(url: &str) -> Cow<'_, str> {
-    let Some(sep) = url.find("://") else { return Cow::Borrowed(url) };
+    let Some(sep) = url.find("://") else {
+        return Cow::Borrowed(url);
+    };
     let (scheme, rest) = (&url[..sep], &url[sep + 3..]);
     if scheme.eq_ignore_ascii_case("file") {
-        return if rest.is_empty() || rest == PATH { Cow::Borrowed(url) } else { Cow::Owned(format!("{scheme}://{PATH}")) };
+        return if rest.is_empty() || rest == PATH {
+            Cow::Borrowed(url)
+        } else {
+            Cow::Owned(format!("{scheme}://{PATH}"))
+        };
     }
     let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = (&rest[..auth_end], &rest[auth_end..]);
