@@ -20,9 +20,9 @@ pub use markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, PRIVATE_KEY,
 pub use param::normalize_parameter;
 pub use truncate::{truncate, TRUNCATION_MARKER};
 
-/// Passes are repeated until nothing changes, so `sanitize(sanitize(x)) == sanitize(x)` even
+/// Passes are repeated until nothing changes (at most 8), so `sanitize(sanitize(x)) == sanitize(x)` even
 /// where removing one span exposes another; in practice the second pass finds nothing.
-const MAX_PASSES: usize = 4;
+const MAX_PASSES: usize = 8;
 
 /// Returns `input` with sensitive spans replaced, at most `max_len` bytes long.
 /// Borrowed when nothing changed, so the common clean case allocates nothing.

@@ -152,8 +152,12 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -
             }
         }
         Rule::Url => {
-            let cleaned = url::sanitize_url(m);
-            out.replace(start, end, &cleaned);
+            // A URL embedded in this one ("...?next=https://u:p@h") is its own match: cut before
+            // it and resume there, so every pass splits the text the same way.
+            let cut = url::embedded_start(m).unwrap_or(m.len());
+            let cleaned = url::sanitize_url(&m[..cut]);
+            out.replace(start, start + cut, &cleaned);
+            return start + cut;
         }
         Rule::QuotedPath => {
             if m.len() >= 2 {

@@ -56,7 +56,7 @@ ogg|opus|m4a|aac|mp4|webm|mkv|mov|avi|png|jpg|jpeg|gif|webp|bmp|tif|tiff|cpp|cc|
 key|crt|cer|p12|sock|lock|tar|gz|tgz|xz|zst|zip|whl|egg|env|db|sqlite|parquet|arrow|msgpack|md|html|xml|proto";
 
 /// Key names (as the end of an identifier) whose value is a credential.
-const SECRET_KEYS: &str = "password|passwd|passphrase|pwd|secret|token|api[_\\-]?key|apikey|access[_\\-]?key|\
+const SECRET_KEYS: &str = "password|passwd|passphrase|pwd|pass|sig|secret|token|api[_\\-]?key|apikey|access[_\\-]?key|\
 access[_\\-]?key[_\\-]?id|private[_\\-]?key[_\\-]?id|secret[_\\-]?key|private[_\\-]?key|signing[_\\-]?key|client[_\\-]?secret|credentials?|\
 signature|authorization|auth|cookie|session|session[_\\-]?id|sessionid|sid|account[_\\-]?key|sas|conn(?:ection)?[_\\-]?string|\
 dsn";
@@ -113,7 +113,11 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
             Rule::PosixFile,
             format!(r"/(?:{fcn}{{1,64}}/){{1,24}}{fcn}{{0,64}}\.(?:{EXTS})(?-u:\b)"),
         ));
-        v.push((Rule::WinPath, format!(r"(?-u:\b)[A-Za-z]:[\\/]{wpc}*")));
+        // "C:\Program Files (x86)\..." is the one space Windows paths commonly carry unquoted.
+        v.push((
+            Rule::WinPath,
+            format!(r"(?-u:\b)[A-Za-z]:[\\/](?:{wpc}|Program Files(?: \(x86\))?)*"),
+        ));
         v.push((Rule::UncPath, format!(r"\\\\[A-Za-z0-9_.$\-]{{1,64}}\\{wpc}+")));
         v.push((Rule::HomePath, format!(r"~[A-Za-z0-9_.\-]{{0,32}}/{pcn}*(?:/{pcn}*)*")));
         v.push((Rule::DotPath, format!(r"\.\.?/{pcn}+(?:/{pcn}*)*")));
@@ -125,7 +129,7 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
         v.push((Rule::HfCache, format!(r"models--[A-Za-z0-9_.\-]+(?:/{pcn}*)*")));
         v.push((
             Rule::RelFile,
-            format!(r"[A-Za-z0-9_\-]{fcn}{{0,64}}(?:/{fcn}{{1,64}}){{2,24}}\.(?:{EXTS})(?-u:\b)"),
+            format!(r"[A-Za-z0-9_\-]{fcn}{{0,64}}(?:/{fcn}{{1,64}}){{1,24}}\.(?:{EXTS})(?-u:\b)"),
         ));
     }
     v.push((

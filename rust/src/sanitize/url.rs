@@ -7,6 +7,23 @@ use super::markers::{PATH, SECRET};
 use super::replace::apply;
 use super::rules::{is_root, url_inner};
 
+/// Start of the scheme of a second URL inside `url` (after its own `://`), if any.
+pub(crate) fn embedded_start(url: &str) -> Option<usize> {
+    let first = url.find("://")? + 3;
+    let second = first + url[first..].find("://")?;
+    let b = url.as_bytes();
+    let mut s = second;
+    while s > first && second - s < 16 && (b[s - 1].is_ascii_alphanumeric() || matches!(b[s - 1], b'+' | b'.' | b'-')) {
+        s -= 1;
+    }
+    // The scheme must start with a letter after a non-word byte, as the URL rule requires.
+    while s < second && !b[s].is_ascii_alphabetic() {
+        s += 1;
+    }
+    let boundary = s == 0 || !(b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_');
+    (s < second && s > first && boundary).then_some(s)
+}
+
 /// Returns `url` with userinfo, secret query values, tokens and internal hosts replaced.
 pub(crate) fn sanitize_url(url: &str) -> Cow<'_, str> {
     let Some(sep) = url.find("://") else {
