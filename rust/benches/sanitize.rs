@@ -44,6 +44,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sanitize");
     for (name, text) in [
         ("clean_120", clean_120()),
+        ("clean_model_id", clean_model_id()),
         ("traceback_2k", traceback_2k()),
         ("repr_64k", repr_64k()),
     ] {

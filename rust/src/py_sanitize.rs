@@ -22,7 +22,11 @@ pub fn sanitize<'py>(text: &Bound<'py, PyString>, max_len: usize) -> PyResult<Bo
 #[pyo3(signature = (name, /))]
 pub fn normalize_parameter<'py>(name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyString>> {
     let s = name.to_str()?;
-    let out = rules::normalize_parameter(s);
-    let out = rules::sanitize(&out, MAX_PARAMETER_LEN);
+    let normal = rules::normalize_parameter(s);
+    let out = rules::sanitize(&normal, MAX_PARAMETER_LEN);
+    // The common case (already a plain name) returns the caller's object.
+    if out == s {
+        return Ok(name.clone());
+    }
     Ok(PyString::new(name.py(), &out))
 }

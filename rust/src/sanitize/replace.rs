@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use regex_automata::{Anchored, Input};
 
-use super::markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, SECRET, TENSOR};
+use super::markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, SECRET, TENSOR, TRACEBACK};
 #[cfg(test)]
 use super::rules;
 use super::rules::{Rule, RuleSet};
@@ -57,6 +57,7 @@ fn may_start(rule: Rule, b: u8, prev: Option<u8>) -> bool {
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     match rule {
         Rule::Pydantic => prev.is_none() || prev == Some(b'\n'),
+        Rule::EscapedFrame => b == b'F',
         Rule::DataUri => matches!(b, b'd' | b'D'),
         Rule::Bytes => b == b'b',
         Rule::Tensor => matches!(b, b't' | b'a'),
@@ -144,6 +145,7 @@ fn handle(out: &mut Out<'_>, text: &str, rule: Rule, start: usize, end: usize) -
             }
         }
         Rule::Bytes => out.replace(start, end, BYTES),
+        Rule::EscapedFrame => out.replace(start, end, TRACEBACK),
         Rule::Tensor => {
             if let Some(i) = m.find('(') {
                 if m[i..].contains(',') {
@@ -426,5 +428,19 @@ mod tests {
         assert_eq!(opaque_marker("Qwen2AudioForConditionalGeneration"), None);
         assert_eq!(opaque_marker("a09a35458c702b33eeacc393d103063234e8bc28"), None);
         assert_eq!(opaque_marker("kSySyc6c4VNiDEidH8PDUMMYmRObrJZP5X8QmHPT"), Some(SECRET));
+    }
+}
+
+#[cfg(test)]
+mod escaped_frames {
+    use super::*;
+    use crate::sanitize::rules;
+
+    #[test]
+    fn frame_inside_a_json_string() {
+        let s = r#"{"error": "Traceback (most recent call last):\n  File \"/opt/x/omni_stage.py\", line 201, in _load\n    snapshot_download(repo, token=\"abc\")\nGatedRepoError: 403"}"#;
+        let out = apply(s, rules::full());
+        assert!(!out.contains("snapshot_download"), "{out}");
+        assert!(out.contains("GatedRepoError: 403"), "{out}");
     }
 }

@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rule {
     Pydantic,
+    EscapedFrame,
     DataUri,
     Bytes,
     Tensor,
@@ -88,6 +89,12 @@ fn alternatives(full: bool) -> Vec<(Rule, String)> {
             format!(
                 r"(?m:^)[ \t]*(?:[A-Za-z0-9_]+\.)*[A-Za-z0-9_]*(?i:password|passwd|passphrase|secret|token|api_?key|private_key|credentials?)[ \t]*\r?\n[^\n]*?input_value=(?:{sq}|{dq}|[^\s,\]]+)"
             ),
+        ));
+        // A traceback frame inside a JSON/repr string (`\n  File \"...\", line 3, in f\n    src`).
+        v.push((
+            Rule::EscapedFrame,
+            r#"File \\"[^"\n]{1,512}?\\", line [0-9]{1,9}, in [^\\\n"]{1,128}(?:\\n {2,}(?:[^\\\n"]|\\[^n])*)?"#
+                .to_owned(),
         ));
         v.push((
             Rule::DataUri,
