@@ -107,10 +107,20 @@ def peek(buffer: Buffer, /) -> tuple[_Category, bool, int, int | None]:
     """
 
 def sanitize(text: str, /, *, max_len: int = ...) -> str:
-    """Remove paths, tracebacks, addresses, secrets, media and personal data from `text`.
+    """Return `text` safe for clients.
 
-    Output is at most `max_len` UTF-8 bytes (default `MAX_MESSAGE_LEN`), truncated with a marker.
+    Paths, tracebacks, memory addresses, credentials, media, tensor dumps, e-mails and internal
+    hosts are replaced by markers (`<path>`, `<traceback>`, `<addr>`, `<secret>`, `<private-key>`,
+    `<data>`, `<base64>`, `<bytes>`, `<tensor>`, `<email>`, `<ip>`, `<host>`); the result is at most
+    `max_len` UTF-8 bytes (default `MAX_MESSAGE_LEN`), head and tail kept around `...<truncated>...`.
+    Linear time and idempotent; returns `text` itself when nothing changes. See docs/sanitizer.md.
+
+    Raises:
+        UnicodeEncodeError: `text` holds lone surrogates.
     """
 
 def normalize_parameter(name: str, /) -> str:
-    """Normalise a request parameter name for `OmniErrorDetails.parameter`."""
+    """One spelling for a request field (`body.messages.0.content` -> `messages[0].content`).
+
+    Sanitized and at most `MAX_PARAMETER_LEN` bytes; returns `name` itself when already normal.
+    """
