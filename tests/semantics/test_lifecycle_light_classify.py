@@ -85,3 +85,13 @@ def test_lifecycle_records_match_the_omni_exceptions() -> None:
     assert lifecycle_error("unavailable", "The server is shutting down", stage_id=None) == classify(
         OmniServiceUnavailableError("The server is shutting down")
     )
+
+
+def test_supervisor_default_error_factory_raises_the_semantic_exception() -> None:
+    from omni_errors.lifecycle.api import default_error_factory
+
+    dead = lifecycle_error("dead", "log text", stage_id=1).replace(request_id="r1")
+    exc = default_error_factory(dead)
+    assert isinstance(exc, EngineDeadError) and exc.details == dead  # type: ignore[attr-defined]
+    timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)
+    assert default_error_factory(timeout).details == timeout  # type: ignore[attr-defined]
