@@ -15,6 +15,7 @@ such a stage can raise (checked against `classify` by tests/lifecycle/test_lifec
 from __future__ import annotations
 
 import sys
+from typing import Literal
 
 from omni_errors import OmniErrorDetails
 from omni_errors._status import phrase
@@ -121,7 +122,9 @@ def light_classify(
         return OmniErrorDetails(message, category, status, error_type, stage_id=stage_id)
 
 
-def _light_row(exc: BaseException, *, raw_fallbacks: bool, stage_known: bool) -> tuple[str, int, str]:
+def _light_row(
+    exc: BaseException, *, raw_fallbacks: bool, stage_known: bool
+) -> tuple[Literal["client", "server"], int, str]:
     if isinstance(exc, OmniErrorsError):  # derives from ValueError, but is internal
         return "server", 500, "InternalServerError"
     if isinstance(exc, TimeoutError) and stage_known:
