@@ -202,3 +202,16 @@ def test_decode_many_reports_absolute_offset() -> None:
 def test_decode_without_sanitizing_keeps_peer_text() -> None:
     frame = reference_encode({"message": "m" * 50, "error_type": "Err", "category": "client", "status_code": 400})
     assert oe.decode(frame, sanitize=False).message == "m" * 50
+
+
+def test_decode_re_sanitizes_peer_text_unless_told_not_to() -> None:
+    leaky = "cannot open /home/alice/.cache/weights.bin: api_key=sk-live-0123456789abcdefghijklmnop"
+    frame = reference_encode(
+        {"message": leaky, "error_type": "Err", "category": "server", "status_code": 500, "parameter": "/etc/passwd"}
+    )
+    cleaned = oe.decode(frame)
+    assert "/home/alice" not in cleaned.message and "sk-live" not in cleaned.message
+    assert cleaned.message == oe.sanitize(leaky)
+    assert cleaned.parameter is not None and "/etc/passwd" not in cleaned.parameter
+    assert oe.decode(frame, sanitize=False).message == leaky
+    assert oe.decode_many(frame * 2)[1] == cleaned

@@ -146,3 +146,16 @@ def test_match_args() -> None:
         case _:
             matched = False
     assert matched
+
+
+def test_message_and_parameter_are_sanitized_at_construction() -> None:
+    d = OmniErrorDetails(
+        "worker at 0x7f3a2b1c9d40 failed reading /usr/lib/python3/dist-packages/x.py",
+        "server",
+        500,
+        "InternalServerError",
+        parameter="body.messages.0.content",
+    )
+    assert "0x7f3a2b1c9d40" not in d.message and "/usr/lib" not in d.message
+    assert d.parameter == "messages[0].content"
+    assert d == d.replace()  # sanitizing is idempotent, so a copy is equal

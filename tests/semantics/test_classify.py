@@ -128,8 +128,8 @@ def test_request_validation_error_never_echoes_inputs() -> None:
         {"type": "missing", "loc": ("body", "model"), "msg": "Field required", "input": {}},
     ]
     d = classify(RequestValidationError(errors))
-    assert (d.category, d.status_code, d.error_type, d.parameter) == ("client", 400, "BadRequestError",
-                                                                      "body.temperature")
+    # The record's parameter normaliser drops FastAPI's "body." location prefix, as OpenAI's `param` does.
+    assert (d.category, d.status_code, d.error_type, d.parameter) == ("client", 400, "BadRequestError", "temperature")
     assert "hunter2" not in d.message
     assert d.message.startswith("2 validation errors:")
     assert "body.model: Field required" in d.message

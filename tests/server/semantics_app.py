@@ -130,7 +130,7 @@ CASES: dict[str, Case] = {
     "http_404": Case(lambda: HTTPException(404), 404, "NotFoundError", "Not Found"),
     "http_429": Case(lambda: HTTPException(429, "slow down"), 429, "TooManyRequestsError", "slow down"),
     "request_validation": Case(_validation_error, 400, "BadRequestError", "1 validation error:\n  body.model: "
-                               "Field required", "body.model"),
+                               "Field required", "model"),
     "oom": Case(lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), 500,
                 "InternalServerError", DEAD),
     "cuda_oom": Case(lambda: torch.cuda.OutOfMemoryError("out of memory"), 500, "InternalServerError", DEAD),
