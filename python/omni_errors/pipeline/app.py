@@ -116,7 +116,11 @@ def build_app(service: Service, limits: Limits) -> FastAPI:
         tokens, pcm, last = await collect(rid)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(map(detokenize, tokens))}
         if payload["audio"]:
-            message["audio"] = {"id": f"audio-{rid}", "format": "wav", "data": base64.b64encode(wav_bytes(pcm)).decode()}
+            message["audio"] = {
+                "id": f"audio-{rid}",
+                "format": "wav",
+                "data": base64.b64encode(wav_bytes(pcm)).decode(),
+            }
         body = {
             "id": rid,
             "object": "chat.completion",
@@ -188,7 +192,9 @@ def build_app(service: Service, limits: Limits) -> FastAPI:
                     if ev.kind == "token":
                         await ws.send_json({"type": "text.delta", "id": rid, "delta": detokenize(ev.token)})
                     elif ev.kind == "audio":
-                        await ws.send_json({"type": "audio.delta", "id": rid, "data": base64.b64encode(ev.pcm).decode()})
+                        await ws.send_json(
+                            {"type": "audio.delta", "id": rid, "data": base64.b64encode(ev.pcm).decode()}
+                        )
                     else:
                         await ws.send_json(
                             {"type": "done", "id": rid, "finish_reason": ev.finish_reason, "sample_rate": SAMPLE_RATE}

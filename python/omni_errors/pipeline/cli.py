@@ -4,13 +4,19 @@ argparse parser (the project CLI calls it); `main()` is `python -m omni_errors.p
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import sys
 from collections.abc import Sequence
 
 from omni_errors.pipeline.faults import PROCESS_KINDS
 
-__all__ = ["add_commands", "main"]
+__all__ = ["SHM_PREFIX", "add_commands", "main"]
+
+# Our own prefix: the lifecycle test suite removes new `omni_lc_` segments after each test, which on a
+# shared machine would delete a running server's status board.
+SHM_PREFIX = "omni_pipe_"
+
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -20,18 +26,28 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--step-interval", type=float, default=0.02, help="seconds per engine step in each stage (default: %(default)s)"
     )
-    p.add_argument("--max-tokens", type=int, default=256, help="largest max_tokens a request may ask (default: %(default)s)")
     p.add_argument(
-        "--max-num-seqs", type=int, nargs=3, default=[256, 128, 64], metavar=("THINKER", "TALKER", "CODE2WAV"),
+        "--max-tokens", type=int, default=256, help="largest max_tokens a request may ask (default: %(default)s)"
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        nargs=3,
+        default=[256, 128, 64],
+        metavar=("THINKER", "TALKER", "CODE2WAV"),
         help="requests each stage runs at once; the rest wait (default: 256 128 64)",
     )
     p.add_argument(
-        "--stage-timeout", type=float, default=30.0,
+        "--stage-timeout",
+        type=float,
+        default=30.0,
         help="seconds without a stage heartbeat before its requests get 504 (default: %(default)s)",
     )
     p.add_argument("--hang-grace", type=float, default=10.0, help="then seconds before the stage is declared dead")
     p.add_argument("--startup-timeout", type=float, default=300.0, help="deadline for the stages to start")
-    p.add_argument("--drain-timeout", type=float, default=10.0, help="on SIGTERM, seconds in-flight requests may finish")
+    p.add_argument(
+        "--drain-timeout", type=float, default=10.0, help="on SIGTERM, seconds in-flight requests may finish"
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     f = p.add_argument_group("fault injection (off by default; for demos and tests)")
     f.add_argument("--fault", choices=PROCESS_KINDS, help="inject this fault into a stage process")
@@ -39,7 +55,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     f.add_argument("--fault-after", type=int, default=0, metavar="N", help="fire after N engine steps of that stage")
     f.add_argument("--fault-marker", metavar="FILE", help="append the time each fault fires to FILE")
     f.add_argument(
-        "--allow-request-faults", action="store_true",
+        "--allow-request-faults",
+        action="store_true",
         help="honour X-Omni-Fault headers and omni_fault body fields (otherwise rejected with 400)",
     )
 
@@ -74,9 +91,14 @@ def _run_serve(args: argparse.Namespace) -> int:
             heartbeat_timeout=args.stage_timeout,
             hang_grace=args.hang_grace,
             drain_timeout=args.drain_timeout,
+            shm_prefix=SHM_PREFIX,
         ),
     )
-    return asyncio.run(serve(cfg))
+    code = asyncio.run(serve(cfg))
+    log = logging.getLogger("omni_errors.pipeline.server")
+    log.info("event loop closed; exit code %d", code)
+    atexit.register(log.info, "interpreter shutdown done")
+    return code
 
 
 def _run_chaos(args: argparse.Namespace) -> int:

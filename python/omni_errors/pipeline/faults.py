@@ -42,7 +42,9 @@ class FaultSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in (*REQUEST_KINDS, *PROCESS_KINDS):
-            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted({*REQUEST_KINDS, *PROCESS_KINDS})}")
+            raise ValueError(
+                f"unknown fault kind {self.kind!r}; expected one of {sorted({*REQUEST_KINDS, *PROCESS_KINDS})}"
+            )
         if not 0 <= self.stage < NUM_STAGES:
             raise ValueError(f"fault stage {self.stage} out of range 0..{NUM_STAGES - 1}")
         if self.after < 0:

@@ -56,7 +56,9 @@ class Jobs:
                     pcm.append(ev.pcm)
         except Exception as exc:
             details = self.store.fail(job_id, exc)
-            logger.warning("job %s failed: %s %s (stage %s)", job_id, details.status_code, details.error_type, details.stage_id)
+            logger.warning(
+                "job %s failed: %s %s (stage %s)", job_id, details.status_code, details.error_type, details.stage_id
+            )
             return
         data = b"".join(pcm)
         if fmt == "pcm":

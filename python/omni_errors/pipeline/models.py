@@ -55,7 +55,12 @@ class Thinker(nn.Module):
         return h[0, 0], prompt[-1]
 
     def decode(
-        self, last: torch.Tensor, h: torch.Tensor, seeds: torch.Tensor, positions: torch.Tensor, temperature: torch.Tensor
+        self,
+        last: torch.Tensor,
+        h: torch.Tensor,
+        seeds: torch.Tensor,
+        positions: torch.Tensor,
+        temperature: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One token for each request of the batch; returns (tokens [B], new states [B, H])."""
         out, h2 = self.gru(self.embed(last)[:, None, :], h[None])

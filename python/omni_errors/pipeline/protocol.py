@@ -68,7 +68,7 @@ class JobRequest(SpeechRequest):
 
 def _check_model(model: str, limits: Limits) -> None:
     if model != limits.model:
-        raise VLLMNotFoundError(f"The model `{model[:64]}` does not exist.")
+        raise VLLMNotFoundError(f"The model does not exist; this server serves `{limits.model}`.")
 
 
 def _fault(body: dict[str, Any] | None, header: str | None, limits: Limits) -> dict[str, Any] | None:

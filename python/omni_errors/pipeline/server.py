@@ -11,9 +11,12 @@ a second SIGINT kills the stages and uvicorn's remaining connections.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import importlib
 import logging
 import signal
 import socket
+import threading
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -81,9 +84,9 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     logger.info("starting stages thinker, talker, code2wav (step interval %.3fs)", cfg.pipeline.step_interval)
     try:
         # Import the API layer (vLLM, FastAPI) while the stages load their models in parallel.
-        app_import = loop.run_in_executor(None, __import__, "omni_errors.pipeline.app")
+        app_import = _import_in_background("omni_errors.pipeline.app")
         await sup.start()
-        await app_import
+        await asyncio.wrap_future(app_import)
     except StageStartupError as exc:
         logger.critical("pipeline failed to start: stage %s: %s", exc.details.stage_id, exc.details.message)
         return sup.exit_code or exc.exit_code
@@ -126,6 +129,21 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     else:
         logger.info("exiting with code %d", code)
     return code
+
+
+def _import_in_background(module: str) -> concurrent.futures.Future[None]:
+    """Import `module` on a daemon thread: a startup failure then exits without waiting for it."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            importlib.import_module(module)
+            future.set_result(None)
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="import-api", daemon=True).start()
+    return future
 
 
 def _stage_name(stage_id: int | None) -> str:
