@@ -92,17 +92,16 @@ def _chat(i: int, *, max_tokens: int, audio: bool, stream: bool = True) -> dict[
     }
 
 
-def _streams(n_full: int, max_tokens: int, ok_or: Expect) -> Load:
+def _streams(n_full: int, max_tokens: int, ok_or: Expect, fault_header: str | None = None) -> Load:
+    """n concurrent streaming chats with audio; the first carries `fault_header` (a per-request fault)."""
+
     def load(ctx: Ctx) -> list[tuple[Callable[[], Awaitable[Outcome]], Expect]]:
-        return [
-            (
-                lambda i=i: sse_call(
-                    HOST, ctx.port, "/v1/chat/completions", _chat(i, max_tokens=max_tokens, audio=True), t0=ctx.t0
-                ),
-                ok_or,
-            )
-            for i in range(ctx.n(n_full))
-        ]
+        def call(i: int) -> Callable[[], Awaitable[Outcome]]:
+            headers = {"X-Omni-Fault": fault_header} if fault_header and i == 0 else None
+            body = _chat(i, max_tokens=max_tokens, audio=True)
+            return lambda: sse_call(HOST, ctx.port, "/v1/chat/completions", body, headers=headers, t0=ctx.t0)
+
+        return [(call(i), ok_or) for i in range(ctx.n(n_full))]
 
     return load
 
@@ -212,6 +211,13 @@ SCENARIOS: dict[str, Scenario] = {
             lambda c: ["--fault", "oom", "--fault-stage", "2", "--fault-after", "3"],
             81,
             _streams(200, 16, expect(("ok", 200, None), ("error", 500, 2))),
+        ),
+        Scenario(
+            "inductor-request",
+            "one request asks for an InductorError in the thinker (per-request fault) among 100 streams",
+            lambda c: ["--allow-request-faults"],
+            80,
+            _streams(100, 32, expect(("ok", 200, None), ("error", 500, 0)), fault_header="inductor;stage=0;after=5"),
         ),
         Scenario(
             "startup",

@@ -18,7 +18,6 @@ __all__ = ["SHM_PREFIX", "add_commands", "main"]
 SHM_PREFIX = "omni_pipe_"
 
 
-
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to bind (default: %(default)s)")
