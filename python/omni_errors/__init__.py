@@ -6,6 +6,8 @@ imports torch or vLLM, so relay processes stay light.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from omni_errors._native import (
     FRAME_MAJOR,
     FRAME_MINOR,
@@ -26,6 +28,19 @@ from omni_errors._native import (
     sanitize,
 )
 from omni_errors.errors import CodecError, DecodeError, EncodeError, InvalidRecordError, OmniErrorsError
+
+if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time (they import vLLM); `as` marks the re-export
+    from omni_errors.classify import classify as classify
+    from omni_errors.exceptions import GuardrailViolationError as GuardrailViolationError
+    from omni_errors.exceptions import OmniClientError as OmniClientError
+    from omni_errors.exceptions import OmniConflictError as OmniConflictError
+    from omni_errors.exceptions import OmniEngineDeadError as OmniEngineDeadError
+    from omni_errors.exceptions import OmniEngineGenerateError as OmniEngineGenerateError
+    from omni_errors.exceptions import OmniNotImplementedError as OmniNotImplementedError
+    from omni_errors.exceptions import OmniServerError as OmniServerError
+    from omni_errors.exceptions import OmniServiceUnavailableError as OmniServiceUnavailableError
+    from omni_errors.exceptions import OmniStageTimeoutError as OmniStageTimeoutError
+    from omni_errors.rebuild import rebuild as rebuild
 
 __all__ = [
     "FRAME_MAJOR",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import jinja2
 import torch
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
@@ -197,6 +198,8 @@ _ROWS: list[tuple[type[BaseException] | None, Rule]] = [
     (ValueError, Rule(_C, 400, _BAD, raw_fallback=True, summary="Raw ValueError (fallback; off: 500)")),
     (TypeError, Rule(_C, 400, _BAD, raw_fallback=True, summary="Raw TypeError (fallback; off: 500)")),
     (OverflowError, Rule(_C, 400, _BAD, raw_fallback=True, summary="Raw OverflowError (fallback; off: 500)")),
+    (jinja2.TemplateError, Rule(_C, 400, _BAD, raw_fallback=True,
+                                summary="Chat template rendering failed (vLLM's fallback; off: 500)")),
     (NotImplementedError, Rule(_S, 501, "NotImplementedError", raw_fallback=True,
                                summary="Raw NotImplementedError (fallback; off: 500)")),
     # The safety net.
@@ -327,7 +330,10 @@ def classify(
             rule = rule_for(type(exc).__mro__[1])
     category, status = _status_of(exc, rule)
     error_type = rule.error_type or type_for_status(status)
-    message, parameter = _message_of(exc, rule)
+    try:
+        message, parameter = _message_of(exc, rule)
+    except Exception:  # a broken __str__ or attribute must not break the error path
+        message, parameter = "", None
     if not message.strip():
         message = phrase(status)
     own_stage = getattr(exc, rule.stage_attr, None) if rule.stage_attr else None

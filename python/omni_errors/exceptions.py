@@ -17,6 +17,7 @@ from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors._status import identifier, type_for_status
 
 __all__ = [
     "GuardrailViolationError",
@@ -29,6 +30,13 @@ __all__ = [
     "OmniServiceUnavailableError",
     "OmniStageTimeoutError",
 ]
+
+
+def _error_type(error_type: str, status: int) -> str:
+    """0.30 callers sometimes passed a phrase ("Bad Request"); a record needs an identifier."""
+    if error_type.isascii() and error_type.isidentifier() and len(error_type) <= 64:
+        return error_type
+    return identifier(error_type)[:64] or type_for_status(status)
 
 
 class GuardrailViolationError(VLLMClientError):
@@ -120,7 +128,7 @@ class OmniClientError(VLLMClientError):
                 message,
                 "client",
                 int(status_code),
-                error_type,
+                _error_type(error_type, int(status_code)),
                 parameter=parameter,
                 request_id=request_id,
                 stage_id=stage_id,
@@ -162,7 +170,7 @@ class OmniServerError(VLLMServerError):
                 message,
                 "server",
                 int(status_code),
-                error_type,
+                _error_type(error_type, int(status_code)),
                 request_id=request_id,
                 stage_id=stage_id,
                 fatal=fatal,

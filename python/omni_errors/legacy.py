@@ -113,10 +113,16 @@ def from_legacy(
 
 
 def _status(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    if isinstance(value, bool):
         return 500
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (str, float)):
+        try:
+            return int(value)
+        except ValueError:
+            return 500
+    return 500
 
 
 def _int_or_none(value: object, default: int | None) -> int | None:

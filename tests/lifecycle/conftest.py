@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ import psutil
 import pytest
 
 SHM_DIR = Path("/dev/shm")
-SHM_PREFIX = "omni_lc_"
+# Per pytest process: other sessions on the same machine run pipelines with the default prefix.
+SHM_PREFIX = f"omni_lc_t{os.getpid()}_"
 SCENARIO = Path(__file__).with_name("scenario.py")
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -68,7 +70,8 @@ def processes() -> Iterator[Tracker]:
     deadline = time.monotonic() + 5.0
     leftovers: list[int] = []
     while time.monotonic() < deadline:
-        kids = {p.pid for p in me.children(recursive=True)} - before
+        # this process' own resource tracker (started by a SharedMemory here) lives as long as pytest
+        kids = {p.pid for p in me.children(recursive=True)} - before - {resource_tracker._resource_tracker._pid}
         leftovers = sorted(pid for pid in tracker.pids | kids if _alive(pid) and pid != os.getpid())
         if not leftovers:
             break
@@ -126,10 +129,17 @@ class ScenarioRun:
 
 
 @pytest.fixture
+def shm_prefix() -> str:
+    """The prefix every lifecycle test must give its supervisors (the leak check looks at it)."""
+    return SHM_PREFIX
+
+
+@pytest.fixture
 def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
     runs: list[ScenarioRun] = []
 
     def start(cfg: dict[str, Any]) -> ScenarioRun:
+        cfg = {**cfg, "config": {**cfg.get("config", {}), "shm_prefix": SHM_PREFIX}}
         proc = subprocess.Popen(
             [sys.executable, str(SCENARIO), json.dumps(cfg)],
             stdout=subprocess.PIPE,
@@ -142,10 +152,11 @@ def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
         return run
 
     yield start
-    for run in runs:
+    for i, run in enumerate(runs):
         if run.proc.poll() is None:
             run.proc.kill()
         run.finish()
+        (tmp_path / f"scenario-{i}.err").write_text(run.stderr)  # kept by pytest for post-mortems
         for name in ("started", "startup_failed"):
             if name in run.events:
                 processes.track(*run.events[name].get("pids", []))

@@ -59,7 +59,8 @@ async def run(cfg: dict[str, Any]) -> int:
         rid = f"r{i}"
         n = 0
         try:
-            async for _ in sup.stream(sup.submit(payload, request_id=rid, timeout=cfg.get("timeout"))):
+            timeout = cfg.get("timeouts", {}).get(str(i), cfg.get("timeout"))
+            async for _ in sup.stream(sup.submit(payload, request_id=rid, timeout=timeout)):
                 n += 1
                 seen += 1
                 first.set()
@@ -95,8 +96,10 @@ async def run(cfg: dict[str, Any]) -> int:
     emit("answered", results=results, dead=sup.errored)
     if cfg.get("wait_dead"):
         await sup.wait_dead()
+    shm = sup.shm_names
     await sup.shutdown()
-    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code)
+    left = [name for name in shm if os.path.exists(f"/dev/shm/{name}")]
+    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code, shm_left=left)
     return sup.exit_code
 
 

@@ -16,7 +16,9 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
             ],
             "requests": 30,
             "request": {"prompt": [5, 6], "max_tokens": 12},
-            "special": {"3": {"prompt": [1], "fail": "value"}, "17": {"prompt": [99]}},  # bad value, bad token
+            # r3: the engine fails it; r17: add_request rejects it; r5: misses its own deadline (504)
+            "special": {"3": {"prompt": [1], "fail": "value"}, "17": {"prompt": [99]}, "5": {"max_tokens": 10**6}},
+            "timeouts": {"5": 1.0},
             "second_wave": 10,
             "config": {"startup_timeout": 240},
         }
@@ -27,9 +29,11 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
     results = answered["results"]
     assert len(results) == 40
     failed = {rid: r for rid, r in results.items() if not r["ok"]}
-    assert set(failed) == {"r3", "r17"}
+    assert set(failed) == {"r3", "r5", "r17"}
     for rid, r in failed.items():
-        assert (r["fatal"], r["stage_id"], r["request_id"]) == (False, 0, rid)
+        assert (r["fatal"], r["stage_id"], r["request_id"], r["category"]) == (False, 0, rid, "server")
+    assert (failed["r5"]["status"], failed["r5"]["error_type"]) == (504, "GatewayTimeoutError")
+    assert failed["r3"]["status"] == failed["r17"]["status"] == 500
     # every other request went through both stages: 11 streamed tokens + final list + stage 1 result
     assert all(r["outputs"] == 13 for rid, r in results.items() if rid not in failed)
     assert answered["dead"] is False

@@ -1,3 +1,5 @@
+# vLLM's GracefulHTTPError subclasses have an untyped __init__:
+# mypy: disable-error-code="no-untyped-call"
 """classify(): one row per exception type of the RFC tables and vLLM's hierarchy."""
 
 from __future__ import annotations
@@ -200,4 +202,25 @@ def test_package_level_names_resolve_lazily() -> None:
     assert omni_errors.classify(KeyError("x")).status_code == 500
     assert omni_errors.OmniClientError is OmniClientError
     with pytest.raises(AttributeError):
-        _ = omni_errors.does_not_exist  # type: ignore[attr-defined]
+        _ = omni_errors.does_not_exist
+
+
+def test_jinja_template_error_is_a_raw_fallback() -> None:
+    import jinja2
+
+    assert classify(jinja2.TemplateSyntaxError("unexpected end", 1)).status_code == 400
+    assert classify(jinja2.TemplateSyntaxError("unexpected end", 1), raw_fallbacks=False).status_code == 500
+
+
+def test_broken_str_does_not_break_classification() -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    d = classify(Broken())
+    assert (d.category, d.status_code, d.message) == ("server", 500, "Internal Server Error")
+
+
+def test_unencodable_text_is_replaced_not_raised() -> None:
+    d = classify(ValueError("bad \ud800 surrogate"))
+    assert d.status_code == 400 and "surrogate" in d.message

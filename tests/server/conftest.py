@@ -6,17 +6,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 import uvicorn
-from semantics_app import build_app
-
-
-@dataclass
-class Server:
-    base: str
-    ws_base: str
+from semantics_app import Server, build_app
 
 
 @pytest.fixture(scope="session")

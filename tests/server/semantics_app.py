@@ -1,3 +1,5 @@
+# vLLM's GracefulHTTPError subclasses have an untyped __init__:
+# mypy: disable-error-code="no-untyped-call"
 """The app the server tests run: every exception type on every transport.
 
 The app is wired the way vLLM wires its API server: vLLM's own `attach_router` (Prometheus
@@ -54,6 +56,14 @@ SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must ne
 
 
 @dataclass(frozen=True)
+class Server:
+    """Where the test server listens."""
+
+    base: str
+    ws_base: str
+
+
+@dataclass(frozen=True)
 class Case:
     """One exception type and what every transport must render for it."""
 
@@ -63,6 +73,10 @@ class Case:
     message: str
     param: str | None = None
     stage_id: int | None = None
+
+
+class _CustomError(Exception):
+    """An exception type no handler is registered for."""
 
 
 def _validation_error() -> RequestValidationError:
@@ -129,6 +143,8 @@ CASES: dict[str, Case] = {
     "timeout": Case(asyncio.TimeoutError, 500, "InternalServerError", "Internal Server Error"),
     "unknown": Case(lambda: KeyError("missing key"), 500, "InternalServerError", "missing key"),
     "runtime": Case(lambda: RuntimeError("worker crashed"), 500, "InternalServerError", "worker crashed"),
+    # No concrete handler: reaches the `Exception` safety net (ServerErrorMiddleware / WebSocketSafetyNet).
+    "custom": Case(lambda: _CustomError("custom failure"), 500, "InternalServerError", "custom failure"),
 }
 # fmt: on
 
@@ -140,6 +156,9 @@ NO_FALLBACK = {
     "raw_not_implemented": Case(lambda: NotImplementedError("raw"), 500, "InternalServerError", "raw"),
     "validation": CASES["validation"],
 }
+
+
+FATAL_SEEN: list[OmniErrorDetails] = []  # what the on_fatal hook received
 
 
 class Body(BaseModel):
@@ -154,7 +173,7 @@ def _request_id(request: Request | WebSocket) -> str | None:
 def build_app() -> FastAPI:
     app = FastAPI()
     attach_router(app)  # vLLM's wiring: Instrumentator(...).instrument(app).expose(app) + /metrics mount
-    install(app)
+    install(app, on_fatal=FATAL_SEEN.append)
     store = JobStore()
 
     @app.get("/http/{name}")

@@ -8,10 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Server
 from omni_errors.render.websocket import CLIENT_CLOSE_CODE, SERVER_CLOSE_CODE
 from prometheus_client.parser import text_string_to_metric_families
-from semantics_app import CASES, NO_FALLBACK, SECRET, Case
+from semantics_app import CASES, FATAL_SEEN, NO_FALLBACK, SECRET, Case, Server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -179,6 +178,13 @@ def test_async_job_flow(server: Server) -> None:
     assert content.status_code == content.json()["error"]["code"] == 409
     missing = httpx.get(f"{server.base}/jobs/job-nope", timeout=10)
     assert missing.status_code == missing.json()["error"]["code"] == 404
+
+
+def test_on_fatal_hook_gets_fatal_records_only(server: Server) -> None:
+    FATAL_SEEN.clear()
+    httpx.get(f"{server.base}/http/not_found", timeout=10)
+    httpx.get(f"{server.base}/http/omni_dead", timeout=10)
+    assert [(d.fatal, d.stage_id, d.status_code) for d in FATAL_SEEN] == [(True, 4, 500)]
 
 
 def test_zz_no_leaks_in_any_body(server: Server) -> None:

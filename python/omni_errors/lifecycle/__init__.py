@@ -5,16 +5,16 @@ Importing this package does not import torch or vLLM; `omni_errors.lifecycle.toy
 
 from __future__ import annotations
 
-from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.supervisor import (
+from omni_errors.lifecycle.api import (
     Health,
     LifecycleConfig,
     StageRequestError,
     StageResult,
     StageStartupError,
-    Supervisor,
 )
+from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.supervisor import Supervisor
 
 __all__ = [
     "ExitCode",

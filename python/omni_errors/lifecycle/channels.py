@@ -139,6 +139,8 @@ class StatusBoard:
 
     def __init__(self, shm: shared_memory.SharedMemory, slots: int, owner: bool) -> None:
         self._shm = shm
+        assert shm.buf is not None
+        self._buf: memoryview = shm.buf
         self.slots = slots
         self.owner = owner
         self._unlinked = False
@@ -147,7 +149,7 @@ class StatusBoard:
     def create(cls, slots: int, prefix: str = "omni_lc_") -> StatusBoard:
         name = f"{prefix}{os.getpid()}_{secrets.token_hex(4)}"
         shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, slots) * _SLOT_SIZE)
-        shm.buf[: slots * _SLOT_SIZE] = bytes(slots * _SLOT_SIZE)
+        # ftruncate zero-fills a new segment: every heartbeat and last-words length starts at 0
         return cls(shm, slots, owner=True)
 
     @classmethod
@@ -159,33 +161,34 @@ class StatusBoard:
         return self._shm.name
 
     def beat(self, slot: int, now_ns: int) -> None:
-        struct.pack_into("<Q", self._shm.buf, slot * _SLOT_SIZE, now_ns)
+        struct.pack_into("<Q", self._buf, slot * _SLOT_SIZE, now_ns)
 
     def last_beat(self, slot: int) -> int:
-        return int(struct.unpack_from("<Q", self._shm.buf, slot * _SLOT_SIZE)[0])
+        return int(struct.unpack_from("<Q", self._buf, slot * _SLOT_SIZE)[0])
 
     def write_last_words(self, slot: int, details: OmniErrorDetails) -> None:
         base = slot * _SLOT_SIZE
-        n = omni_errors.encode_into(details, self._shm.buf, base + _SLOT_HEADER.size)
-        struct.pack_into("<II", self._shm.buf, base + 8, os.getpid(), n)
+        n = omni_errors.encode_into(details, self._buf, base + _SLOT_HEADER.size)
+        struct.pack_into("<II", self._buf, base + 8, os.getpid(), n)
 
     def read_last_words(self, slot: int) -> OmniErrorDetails | None:
         base = slot * _SLOT_SIZE
-        _, _, n = _SLOT_HEADER.unpack_from(self._shm.buf, base)
+        _, _, n = _SLOT_HEADER.unpack_from(self._buf, base)
         if n == 0 or n > _SLOT_FRAME:
             return None
         start = base + _SLOT_HEADER.size
         try:
-            return omni_errors.decode(self._shm.buf[start : start + n])
+            return omni_errors.decode(self._buf[start : start + n])
         except omni_errors.DecodeError:
             return None  # torn: the stage died while writing; the caller synthesizes a record
 
     def close(self) -> None:
+        self._buf = memoryview(b"")  # drop our view of the mapping so close() can unmap it
         self._shm.close()
 
     def unlink(self) -> None:
         """Close and remove the segment (owner only, idempotent)."""
-        self._shm.close()
+        self.close()
         if self.owner and not self._unlinked:
             self._unlinked = True
             try:

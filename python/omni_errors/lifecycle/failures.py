@@ -5,6 +5,11 @@ exception of a class can only exist once its module is loaded, so this costs not
 that never imported inductor or vLLM (a stage process imports torch only, never vLLM: 15 s).
 The exception and its `__cause__`/`__context__` chain are searched, so an OOM wrapped in a
 RuntimeError by a library (seed 003) is still an OOM. Messages are never inspected.
+
+`omni_errors.classify` imports vLLM, torch, fastapi and inductor (15-60 s on these machines), so a
+stage uses it only when vLLM is already loaded there (a real vLLM stage pays nothing more); a
+torch-only stage uses `light_classify`, which gives the same record as the table for everything
+such a stage can raise (checked against `classify` by tests/lifecycle/test_lifecycle_classify.py).
 """
 
 from __future__ import annotations
@@ -15,10 +20,15 @@ from omni_errors import OmniErrorDetails
 from omni_errors.lifecycle.exitcodes import ExitCode
 
 __all__ = [
+    "DEAD_MESSAGE",
     "classify_failure",
     "fatal_cause",
     "lifecycle_error",
+    "light_classify",
 ]
+
+#: vLLM's `EngineDeadError.CLIENT_MESSAGE`: the public text of every fatal record (drift-tested).
+DEAD_MESSAGE = "The server had an error while processing your request."
 
 _CHAIN_DEPTH = 8
 
@@ -67,53 +77,65 @@ def fatal_cause(exc: BaseException) -> tuple[BaseException, ExitCode] | None:
 def classify_failure(
     exc: BaseException, *, request_id: str | None, stage_id: int, fatal: bool = False
 ) -> OmniErrorDetails:
-    """The record for `exc` (through `omni_errors.classify` when present); `fatal` forces a fatal 5xx."""
-    try:
-        from omni_errors.classify import classify  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        classify = _fallback_classify
-    try:
-        details: OmniErrorDetails = classify(exc, request_id=request_id, stage_id=stage_id)
-    except Exception:  # the classifier must never turn a failure into a second failure
-        details = _fallback_classify(exc, request_id=request_id, stage_id=stage_id)
+    """The record for `exc` in a stage; `fatal=True` forces the canonical fatal 500."""
+    details: OmniErrorDetails | None = None
+    if "vllm" in sys.modules:  # only then is the full table free to load here
+        try:
+            from omni_errors.classify import classify
+
+            details = classify(exc, request_id=request_id, stage_id=stage_id)
+        except Exception:  # the classifier must never turn a failure into a second failure
+            details = None
+    if details is None:
+        details = light_classify(exc, request_id=request_id, stage_id=stage_id)
     if details.stage_id is None:
         details = details.replace(stage_id=stage_id)
-    if fatal and not details.fatal:
-        if details.category != "server":
-            details = details.replace(category="server", status_code=500)
-        details = details.replace(fatal=True)
+    if fatal and not (details.fatal and details.category == "server"):
+        details = lifecycle_error("dead", DEAD_MESSAGE, stage_id=stage_id, request_id=request_id)
     return details
 
 
-def _fallback_classify(exc: BaseException, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
-    """Used only until `omni_errors.classify` exists: unknown exceptions are server 500."""
-    fatal = fatal_cause(exc) is not None
-    name = type(exc).__name__
-    return OmniErrorDetails(
-        str(exc) or name,
-        "server",
-        500,
-        name if name.isidentifier() else "InternalServerError",
-        request_id=request_id,
-        stage_id=stage_id,
-        fatal=fatal,
-    )
+def light_classify(exc: BaseException, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
+    """`classify` for a stage without vLLM: fatal types as the table has them, the rest server 500.
+
+    The raw ValueError/TypeError -> 400 migration fallback is off by default in `classify`, so
+    every non-fatal exception here is an `InternalServerError` with its first argument as message.
+    """
+    cause = fatal_cause(exc)
+    if cause is not None and cause[0] is exc:  # the table looks at the exception itself, not its chain
+        return OmniErrorDetails(
+            DEAD_MESSAGE, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id, fatal=True
+        )
+    message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    try:
+        return OmniErrorDetails(
+            message.strip() or "Internal Server Error",
+            "server",
+            500,
+            "InternalServerError",
+            request_id=request_id,
+            stage_id=stage_id,
+        )
+    except ValueError:  # a field over its limit: drop the optional ones rather than fail the error path
+        return OmniErrorDetails(
+            message.strip() or "Internal Server Error", "server", 500, "InternalServerError", stage_id=stage_id
+        )
 
 
 def lifecycle_error(
     kind: str, message: str, *, stage_id: int | None, request_id: str | None = None
 ) -> OmniErrorDetails:
-    """Records the lifecycle creates itself: `dead` (fatal 500), `timeout` (504), `unavailable` (503)."""
+    """Records the lifecycle creates itself, as `classify` renders the matching Omni exception:
+    `dead` (OmniEngineDeadError: fatal 500, public text DEAD_MESSAGE; `message` goes to the logs),
+    `timeout` (OmniStageTimeoutError, 504) and `unavailable` (OmniServiceUnavailableError, 503)."""
     if kind == "dead":
         return OmniErrorDetails(
-            message, "server", 500, "OmniEngineDeadError", request_id=request_id, stage_id=stage_id, fatal=True
+            DEAD_MESSAGE, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id, fatal=True
         )
     if kind == "timeout":
-        return OmniErrorDetails(
-            message, "server", 504, "OmniStageTimeoutError", request_id=request_id, stage_id=stage_id
-        )
+        return OmniErrorDetails(message, "server", 504, "GatewayTimeoutError", request_id=request_id, stage_id=stage_id)
     if kind == "unavailable":
         return OmniErrorDetails(
-            message, "server", 503, "OmniServiceUnavailableError", request_id=request_id, stage_id=stage_id
+            message, "server", 503, "ServiceUnavailableError", request_id=request_id, stage_id=stage_id
         )
     raise ValueError(f"unknown lifecycle error kind {kind!r}; expected 'dead', 'timeout' or 'unavailable'")

@@ -27,82 +27,23 @@ from typing import Any
 
 import omni_errors
 from omni_errors import OmniErrorDetails
+from omni_errors.lifecycle.api import (
+    Health,
+    LifecycleConfig,
+    StageResult,
+    StageStartupError,
+    default_error_factory,
+)
 from omni_errors.lifecycle.channels import FrameReader, Kind, StatusBoard, pack, unpack_failed
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import lifecycle_error
+from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
-from omni_errors.lifecycle.worker import WorkerConfig, run_stage
+from omni_errors.lifecycle.worker import run_stage
 
-__all__ = ["Health", "LifecycleConfig", "StageRequestError", "StageResult", "StageStartupError", "Supervisor"]
+__all__ = ["Supervisor"]
 
 logger = logging.getLogger("omni_errors.lifecycle.supervisor")
-
-
-@dataclass(frozen=True)
-class LifecycleConfig:
-    """Every wait has a deadline; these are the defaults (seconds). See docs/lifecycle.md."""
-
-    startup_timeout: float = 600.0  # engine construction + torch.compile can take minutes
-    heartbeat_interval: float = 0.2  # a stage's longest idle wait
-    heartbeat_timeout: float = 30.0  # no heartbeat this long: in-flight requests at the stage get 504
-    hang_grace: float = 10.0  # still no heartbeat this much later: the stage is dead (fatal)
-    request_timeout: float | None = None  # default per-request deadline (504), None = no deadline
-    shutdown_timeout: float = 2.0  # the engine's shutdown() inside a stage
-    stop_timeout: float = 3.0  # SIGTERM to SIGKILL; > shutdown_timeout so a stage can clean up
-    drain_timeout: float = 10.0  # on SIGTERM, how long in-flight requests may finish
-    watchdog_interval: float = 0.1
-    shm_prefix: str = "omni_lc_"
-
-    def worker(self) -> WorkerConfig:
-        return WorkerConfig(heartbeat_interval=self.heartbeat_interval, shutdown_timeout=self.shutdown_timeout)
-
-
-@dataclass(frozen=True)
-class StageResult:
-    request_id: str
-    stage_id: int
-    payload: Any
-    finished: bool
-
-
-@dataclass(frozen=True)
-class Health:
-    ok: bool
-    status_code: int  # 200 or 503, what /health should answer
-    state: str  # starting | running | stopping | dead | stopped
-    error: OmniErrorDetails | None = None
-
-
-class StageRequestError(Exception):
-    """A request's failure, carrying its canonical record as `.details`."""
-
-    def __init__(self, details: OmniErrorDetails) -> None:
-        super().__init__(f"{details.error_type} ({details.status_code}): {details.message}")
-        self.details = details
-
-
-class StageStartupError(RuntimeError):
-    """A stage failed to start; `.details` is the root cause reported by the child (sanitized)."""
-
-    exit_code = int(ExitCode.STARTUP_FAILURE)
-
-    def __init__(self, details: OmniErrorDetails) -> None:
-        super().__init__(f"stage {details.stage_id} failed to start: {details.error_type}: {details.message}")
-        self.details = details
-
-
-def default_error_factory(details: OmniErrorDetails) -> BaseException:
-    """`omni_errors.rebuild.rebuild` when present (the semantic exception), else StageRequestError."""
-    try:
-        from omni_errors.rebuild import rebuild  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return StageRequestError(details)
-    exc: BaseException = rebuild(details)
-    if not hasattr(exc, "details"):
-        with contextlib.suppress(AttributeError):
-            exc.details = details  # type: ignore[attr-defined]
-    return exc
 
 
 _END = object()
@@ -160,6 +101,7 @@ class Supervisor:
         self._board: StatusBoard | None = None
         self._state = "new"
         self._dead_error: OmniErrorDetails | None = None
+        self._dead_reason: str | None = None
         self._exit_code = int(ExitCode.OK)
         self._stopped: asyncio.Event | None = None
         self._stop_task: asyncio.Task[None] | None = None
@@ -223,14 +165,13 @@ class Supervisor:
             for stage_id, spec in enumerate(self._specs):
                 await self._spawn(stage_id, spec)
         except BaseException:
-            await self._die(
-                lifecycle_error("dead", "pipeline failed to start", stage_id=None), ExitCode.STARTUP_FAILURE
-            )
+            reason = "the pipeline could not spawn its stages"
+            await self._die(lifecycle_error("dead", reason, stage_id=None), ExitCode.STARTUP_FAILURE, reason)
             await self.wait_dead()
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
-        all_ready = asyncio.ensure_future(asyncio.gather(*(s.ready for s in self._stages)))
-        stopped = asyncio.ensure_future(self._stopped.wait())
+        all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*(s.ready for s in self._stages)))
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         done, _ = await asyncio.wait(
             {all_ready, stopped}, timeout=self.config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
         )
@@ -243,15 +184,12 @@ class Supervisor:
             await all_ready
         if self._dead_error is None:
             late = [s.stage_id for s in self._stages if not s.ready.done()]
-            await self._die(
-                lifecycle_error(
-                    "dead", f"stage {late[0]} did not start within {self.config.startup_timeout:g}s", stage_id=late[0]
-                ),
-                ExitCode.STARTUP_FAILURE,
-            )
+            reason = f"stage {late[0]} did not start within {self.config.startup_timeout:g}s"
+            await self._die(lifecycle_error("dead", reason, stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
-            self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None)
+            self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
+            self._dead_reason or "startup was interrupted",
         )
 
     def submit(self, payload: Any, *, request_id: str | None = None, timeout: float | None = None) -> str:
@@ -410,11 +348,10 @@ class Supervisor:
         if self._state in ("stopping", "stopped") or self._dead_error is not None:
             return
         last_words = self._board.read_last_words(stage.stage_id) if self._board is not None else None
-        details = last_words or lifecycle_error(
-            "dead", f"Stage {stage.stage_id} exited unexpectedly (exit code {code})", stage_id=stage.stage_id
-        )
+        reason = f"stage {stage.stage_id} exited unexpectedly (exit code {code})"
+        details = last_words or lifecycle_error("dead", reason, stage_id=stage.stage_id)
         logger.critical("stage %d exited unexpectedly with code %s", stage.stage_id, code)
-        self._schedule_die(details, self._code_for(code))
+        self._schedule_die(details, self._code_for(code), None if last_words else reason)
 
     def _on_channel_closed(self, stage: _Stage, exc: BaseException | None, which: str) -> None:
         if self._state in ("stopping", "stopped") or self._dead_error is not None:
@@ -430,17 +367,16 @@ class Supervisor:
             self._on_exit(stage)
             return
         logger.critical("stage %d: %s channel broke (%s)", stage.stage_id, which, exc or "EOF")
-        self._schedule_die(
-            lifecycle_error("dead", f"Channel to stage {stage.stage_id} broke", stage_id=stage.stage_id),
-            ExitCode.BROKEN_IPC,
-        )
+        reason = f"the {which} channel of stage {stage.stage_id} broke"
+        self._schedule_die(lifecycle_error("dead", reason, stage_id=stage.stage_id), ExitCode.BROKEN_IPC, reason)
 
     @staticmethod
     def _code_for(child_code: int | None) -> ExitCode:
-        with contextlib.suppress(ValueError, TypeError):
-            code = ExitCode(child_code)
-            if code is not ExitCode.OK:
-                return code
+        if child_code is not None:
+            with contextlib.suppress(ValueError):
+                code = ExitCode(child_code)
+                if code is not ExitCode.OK:
+                    return code
         return ExitCode.STAGE_LOST
 
     # -- requests --------------------------------------------------------------------------
@@ -501,28 +437,36 @@ class Supervisor:
                             ),
                         )
             elif now_ns / 1e9 - stage.hung_since > cfg.hang_grace:
+                reason = f"stage {stage.stage_id} stopped responding"
                 self._schedule_die(
-                    lifecycle_error("dead", f"Stage {stage.stage_id} stopped responding", stage_id=stage.stage_id),
-                    ExitCode.STAGE_HUNG,
+                    lifecycle_error("dead", reason, stage_id=stage.stage_id), ExitCode.STAGE_HUNG, reason
                 )
 
     # -- failing and stopping --------------------------------------------------------------
 
-    def _schedule_die(self, details: OmniErrorDetails, code: ExitCode) -> None:
-        """Answer everything now (synchronously, inside the callback that saw the failure)."""
+    def _schedule_die(self, details: OmniErrorDetails, code: ExitCode, reason: str | None = None) -> None:
+        """Answer everything now (synchronously, inside the callback that saw the failure).
+
+        `reason` is for the logs and StageStartupError; clients get the canonical record."""
         if self._dead_error is not None:
             return
+        self._dead_reason = reason or details.message
         if self._state == "starting":
             code = ExitCode.STARTUP_FAILURE
-        if not details.fatal or details.category != "server":
-            details = details.replace(category="server", status_code=500, fatal=True)
+        if not (details.fatal and details.category == "server"):
+            # At startup the message is the root cause (no client sees it before StageStartupError);
+            # at runtime every request gets the canonical fatal record.
+            message = details.message if self._state == "starting" else DEAD_MESSAGE
+            details = OmniErrorDetails(
+                message, "server", 500, "InternalServerError", stage_id=details.stage_id, fatal=True
+            )
         self._dead_error = details
         self._exit_code = int(code)
         self._state = "dead"
         logger.critical(
-            "pipeline dead: stage %s %s (exit code %d); answering %d requests, stopping stages",
+            "pipeline dead: stage %s: %s (exit code %d); answering %d requests, stopping stages",
             details.stage_id,
-            details.error_type,
+            self._dead_reason,
             int(code),
             len(self._requests),
         )
@@ -533,8 +477,8 @@ class Supervisor:
                 stage.ready.exception()  # retrieved: the failure is raised from start() instead
         self._start_stop()
 
-    async def _die(self, details: OmniErrorDetails, code: ExitCode) -> None:
-        self._schedule_die(details, code)
+    async def _die(self, details: OmniErrorDetails, code: ExitCode, reason: str | None = None) -> None:
+        self._schedule_die(details, code, reason)
         if self._stop_task is not None:
             await asyncio.shield(self._stop_task)
 

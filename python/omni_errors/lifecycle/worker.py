@@ -134,7 +134,8 @@ class _Worker:
     def _startup_failed(self, exc: BaseException) -> int:
         tb = "".join(traceback.format_exception(exc))
         logger.error("stage %d failed to start:\n%s", self.stage_id, tb)
-        details = classify_failure(exc, request_id=None, stage_id=self.stage_id, fatal=True)
+        # Not forced to the generic fatal text: the supervisor raises StageStartupError with this root cause.
+        details = classify_failure(exc, request_id=None, stage_id=self.stage_id)
         self.board.write_last_words(self.stage_id, details)
         try:
             self._send(pack_failed(details, tb))

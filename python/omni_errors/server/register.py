@@ -5,8 +5,9 @@ Handlers are registered per concrete class, in four layers like vLLM's `init_exc
 1. framework errors (Starlette `HTTPException`, FastAPI `RequestValidationError`);
 2. every class of the classify table and every subclass of `VLLMError` defined at install time
    (vLLM's hierarchy and the Omni types, `OmniClientError`/`OmniServerError` included);
-3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError` and `RuntimeError`, whether
-   the migration fallback is on (400/400/400/501) or off (500);
+3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError`, whether the migration
+   fallback is on (400/400/400/501) or off (500), and the common builtin bases of internal
+   failures (`RuntimeError`, `LookupError`, `OSError`, ...), always 500;
 4. `Exception`, the safety net (HTTP), and `WebSocketSafetyNet` (WebSocket routes, which
    Starlette's `ServerErrorMiddleware` does not answer).
 
@@ -34,7 +35,20 @@ _log = logging.getLogger("omni_errors.server")
 
 FatalHook = Callable[[OmniErrorDetails], None]
 
-_RAW = (ValueError, TypeError, OverflowError, NotImplementedError, RuntimeError)
+# Raw types: the four migration fallbacks, plus the builtin bases most internal failures derive from,
+# so that they too are answered inside the instrumentation instead of by ServerErrorMiddleware.
+_RAW = (
+    ValueError,
+    TypeError,
+    OverflowError,
+    NotImplementedError,
+    RuntimeError,
+    LookupError,
+    AttributeError,
+    OSError,
+    ArithmeticError,
+    AssertionError,
+)
 
 
 def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:

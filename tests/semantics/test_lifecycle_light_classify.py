@@ -1,0 +1,77 @@
+"""The lifecycle's light classifier (torch-only stages) gives the records `classify` gives.
+
+Lives with the semantics tests because it needs vLLM, which they import anyway; the lifecycle
+suite itself never imports vLLM (15-60 s per process on these machines).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omni_errors.classify import classify
+from omni_errors.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.failures import DEAD_MESSAGE, fatal_cause, lifecycle_error, light_classify
+from torch._inductor.exc import InductorError
+from vllm.v1.engine.exceptions import EngineDeadError
+
+
+def test_dead_message_is_vllms_client_message() -> None:
+    assert DEAD_MESSAGE == EngineDeadError.CLIENT_MESSAGE
+
+
+def _wrapped_oom() -> BaseException:
+    try:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    except torch.OutOfMemoryError as oom:
+        try:
+            raise RuntimeError("Diffusion generation failed") from oom
+        except RuntimeError as wrapped:
+            return wrapped
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("stage kernel failed"),
+        RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"),
+        ValueError("unsupported prompt"),
+        KeyError("k"),
+        RuntimeError(""),
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        torch.cuda.OutOfMemoryError("CUDA out of memory"),
+        InductorError(AssertionError("'XBLOCK' too large. Maximum: 4096. Actual: 8192"), None),
+        _wrapped_oom(),
+    ],
+    ids=repr,
+)
+def test_light_classify_matches_classify(exc: BaseException) -> None:
+    expected = classify(exc, request_id="r1", stage_id=2)
+    assert light_classify(exc, request_id="r1", stage_id=2) == expected
+
+
+@pytest.mark.parametrize(
+    ("exc", "code"),
+    [
+        (torch.OutOfMemoryError("oom"), ExitCode.OOM),
+        (_wrapped_oom(), ExitCode.OOM),
+        (InductorError(AssertionError("x"), None), ExitCode.FATAL_ENGINE),
+        (EngineDeadError(), ExitCode.FATAL_ENGINE),
+        (OmniEngineDeadError(stage_id=1), ExitCode.FATAL_ENGINE),
+        (RuntimeError("x"), None),
+    ],
+    ids=repr,
+)
+def test_fatal_cause_by_type(exc: BaseException, code: ExitCode | None) -> None:
+    found = fatal_cause(exc)
+    assert (found[1] if found else None) == code
+
+
+def test_lifecycle_records_match_the_omni_exceptions() -> None:
+    assert lifecycle_error("dead", "log text", stage_id=3) == classify(OmniEngineDeadError(stage_id=3))
+    assert lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1) == classify(
+        OmniStageTimeoutError("Stage 1 stopped responding", stage_id=1)
+    )
+    assert lifecycle_error("unavailable", "The server is shutting down", stage_id=None) == classify(
+        OmniServiceUnavailableError("The server is shutting down")
+    )
