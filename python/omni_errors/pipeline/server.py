@@ -88,7 +88,12 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
         await sup.start()
         await asyncio.wrap_future(app_import)
     except StageStartupError as exc:
-        logger.critical("pipeline failed to start: stage %s: %s", exc.details.stage_id, exc.details.message)
+        logger.critical(
+            "pipeline failed to start: stage %s (%s): %s",
+            exc.details.stage_id,
+            _stage_name(exc.details.stage_id),
+            exc.reason,
+        )
         return sup.exit_code or exc.exit_code
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -120,11 +125,11 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     error = sup.dead_error
     if error is not None:
         logger.critical(
-            "exiting with code %d: stage %s (%s) failed with %s",
+            "exiting with code %d (%s): stage %s (%s) failed",
             code,
+            _code_name(code),
             error.stage_id,
             _stage_name(error.stage_id),
-            error.error_type,
         )
     else:
         logger.info("exiting with code %d", code)
@@ -144,6 +149,15 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
 
     threading.Thread(target=run, name="import-api", daemon=True).start()
     return future
+
+
+def _code_name(code: int) -> str:
+    from omni_errors.lifecycle.exitcodes import ExitCode
+
+    try:
+        return ExitCode(code).name.lower()
+    except ValueError:
+        return "unknown"
 
 
 def _stage_name(stage_id: int | None) -> str:

@@ -8,7 +8,6 @@ stages are plain dicts; the request's fault (if any) travels with them.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,18 +31,6 @@ class _Req:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-def _keep_vllm_out() -> None:
-    """Make `omni_errors.classify` (which imports vLLM: 15-60 s here) unimportable in this stage.
-
-    The lifecycle worker classifies a stage's failures through it when it can be imported; without
-    vLLM loaded it falls back to its own light classifier. A torch-only stage must not stall its
-    heartbeat for a minute on its first failed request. (The lifecycle branch is making the worker
-    decide this itself; this line is then a no-op.)
-    """
-    if "vllm" not in sys.modules and "omni_errors.classify" not in sys.modules:
-        sys.modules["omni_errors.classify"] = None  # type: ignore[assignment]
-
-
 class _BatchStage:
     stage_id = -1
 
@@ -59,7 +46,6 @@ class _BatchStage:
     ) -> None:
         torch.set_num_threads(1)
         torch.manual_seed(seed + self.stage_id)
-        _keep_vllm_out()
         self.fault, self.fault_after, self.fault_marker = fault, fault_after, fault_marker
         if fault == "startup":
             raise fire("startup", self.stage_id, fault_marker)  # type: ignore[misc]
