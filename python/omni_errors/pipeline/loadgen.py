@@ -47,6 +47,23 @@ async def _open(
     host: str, port: int, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int, dict[str, str]]:
     reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
+    try:
+        return reader, writer, *await _request(reader, writer, host, port, method, path, body, headers)
+    except BaseException:
+        writer.close()
+        raise
+
+
+async def _request(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    headers: dict[str, str],
+) -> tuple[int, dict[str, str]]:
     data = json.dumps(body).encode() if body is not None else b""
     head = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}", "Connection: close", f"Content-Length: {len(data)}"]
     if body is not None:
@@ -61,7 +78,7 @@ async def _open(
     while (line := await reader.readline()) not in (b"\r\n", b""):
         key, _, value = line.decode("latin-1").partition(":")
         got[key.strip().lower()] = value.strip()
-    return reader, writer, status, got
+    return status, got
 
 
 async def _chunks(reader: asyncio.StreamReader, headers: dict[str, str]) -> AsyncIterator[bytes]:
@@ -98,15 +115,18 @@ async def http_call(
     t0: float = 0.0,
 ) -> Outcome:
     out = Outcome(kind)
+    writer = None
     try:
         reader, writer, status, hdrs = await _open(host, port, method, path, body, headers or {})
         out.t_headers = time.monotonic() - t0
         data = b"".join([c async for c in _chunks(reader, hdrs)])
-        writer.close()
     except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
         out.result, out.message = "lost", type(exc).__name__
         out.t_done = time.monotonic() - t0
         return out
+    finally:
+        if writer is not None:
+            writer.close()
     out.t_done = time.monotonic() - t0
     out.status = status
     if status >= 400:
@@ -126,6 +146,7 @@ async def sse_call(
     host: str, port: int, path: str, body: dict[str, Any], *, headers: dict[str, str] | None = None, t0: float = 0.0
 ) -> Outcome:
     out = Outcome("sse")
+    writer = None
     try:
         reader, writer, status, hdrs = await _open(host, port, "POST", path, body, headers or {})
         out.t_headers = time.monotonic() - t0
@@ -150,9 +171,11 @@ async def sse_call(
                 if b'"error"' in payload[:12]:
                     out.raw += payload.decode("utf-8", "replace")
                     out.fail(json.loads(payload)["error"], status)
-        writer.close()
     except (OSError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
         out.message = type(exc).__name__
+    finally:
+        if writer is not None:
+            writer.close()
     if out.t_done is None:  # the stream ended without [DONE]: the request was dropped
         out.result = "lost"
         out.t_done = time.monotonic() - t0
