@@ -37,7 +37,9 @@ from omni_errors.pipeline.protocol import (
 )
 from omni_errors.pipeline.service import Event, Service
 from omni_errors.render.jobs import job_content, job_metadata_response
-from omni_errors.render.sse import SSE_DONE, sse_guard
+from omni_errors.classify import classify
+from omni_errors.metrics import observe
+from omni_errors.render.sse import SSE_DONE, sse_guard, sse_terminal
 from omni_errors.render.websocket import websocket_errors
 from omni_errors.server import install
 
@@ -137,13 +139,25 @@ def build_app(service: Service, limits: Limits) -> FastAPI:
 
     async def _stream(rid: str, model: str, created: int, audio: bool) -> AsyncIterator[str]:
         yield _chunk(rid, model, created, {"role": "assistant", "content": ""})
-        async for ev in service.events(rid):
-            if ev.kind == "token":
-                yield _chunk(rid, model, created, {"content": detokenize(ev.token)})
-            elif ev.kind == "audio":
-                yield _chunk(rid, model, created, {"audio": {"data": base64.b64encode(ev.pcm).decode()}})
-            else:
-                yield _chunk(rid, model, created, {}, ev.finish_reason)
+        try:
+            async for ev in service.events(rid):
+                if ev.kind == "token":
+                    yield _chunk(rid, model, created, {"content": detokenize(ev.token)})
+                elif ev.kind == "audio":
+                    yield _chunk(rid, model, created, {"audio": {"data": base64.b64encode(ev.pcm).decode()}})
+                else:
+                    yield _chunk(rid, model, created, {}, ev.finish_reason)
+        except Exception as exc:
+            # A stage's failure: rendered here with one log line. The stage and the supervisor have
+            # logged the cause with its traceback once; a fatal failure must not log it per stream
+            # (a thousand copies for one event). `sse_guard` around us still catches anything else.
+            details = classify(exc, request_id=rid)
+            observe(details)
+            logger.warning(
+                "stream %s ended with %d %s (stage %s)", rid, details.status_code, details.error_type, details.stage_id
+            )
+            yield sse_terminal(details)
+            return
         yield SSE_DONE
 
     @app.post("/v1/audio/speech")
