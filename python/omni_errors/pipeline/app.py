@@ -23,7 +23,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from vllm.entrypoints.serve.instrumentator.metrics import attach_router
 from vllm.exceptions import VLLMValidationError
 
+from omni_errors.classify import classify
 from omni_errors.exceptions import OmniServiceUnavailableError
+from omni_errors.metrics import observe
 from omni_errors.pipeline.audio import wav_bytes
 from omni_errors.pipeline.jobs import Jobs
 from omni_errors.pipeline.models import SAMPLE_RATE, detokenize
@@ -37,8 +39,6 @@ from omni_errors.pipeline.protocol import (
 )
 from omni_errors.pipeline.service import Event, Service
 from omni_errors.render.jobs import job_content, job_metadata_response
-from omni_errors.classify import classify
-from omni_errors.metrics import observe
 from omni_errors.render.sse import SSE_DONE, sse_guard, sse_terminal
 from omni_errors.render.websocket import websocket_errors
 from omni_errors.server import install

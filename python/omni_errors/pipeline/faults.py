@@ -77,7 +77,7 @@ def fire(kind: str, stage_id: int, marker: str | None = None) -> BaseException |
     """Inside a stage: do the fault. Returns the exception for the caller to raise or to report as
     the request's failure (`stage_error`); `hang` and `sigkill` do not return."""
     if kind == "inductor":  # load the compiler first (seconds); an engine that compiles has it loaded
-        import torch._inductor.exc  # noqa: F401
+        import torch._inductor.exc
     _mark(marker, stage_id, kind)
     if kind == "stage_error":
         return RuntimeError(f"stage {stage_id} could not process this request (injected stage_error)")
