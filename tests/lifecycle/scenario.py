@@ -48,6 +48,8 @@ async def run(cfg: dict[str, Any]) -> int:
         )
         return sup.exit_code
     sup.install_signal_handlers()
+    callbacks: list[float] = []
+    sup.add_dead_callback(lambda: callbacks.append(time.time()))  # how an API server learns to exit
     emit("started", pids=sup.pids, shm=sup.shm_names)
     results: dict[str, dict[str, Any]] = {}
     first = asyncio.Event()
@@ -99,7 +101,7 @@ async def run(cfg: dict[str, Any]) -> int:
     shm = sup.shm_names
     await sup.shutdown()
     left = [name for name in shm if os.path.exists(f"/dev/shm/{name}")]
-    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code, shm_left=left)
+    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code, shm_left=left, callbacks=len(callbacks))
     return sup.exit_code
 
 

@@ -57,7 +57,13 @@ def test_fatal_stage_failure_answers_everything_and_exits(case: str, scenario: A
     answered = run.wait_event("answered", timeout=120)
     run.finish()
     assert run.proc.returncode == int(code), run.stderr[-3000:]
-    assert "stopped" in run.events
+    stopped = run.events["stopped"]
+    assert (stopped["exit_code"], stopped["health"], stopped["shm_left"], stopped["callbacks"]) == (
+        int(code),
+        503,
+        [],
+        1,
+    )
     results = answered["results"]
     assert len(results) == 100
     for rid, r in results.items():

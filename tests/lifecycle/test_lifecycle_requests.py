@@ -31,9 +31,19 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
     failed = {rid: r for rid, r in results.items() if not r["ok"]}
     assert set(failed) == {"r3", "r5", "r17"}
     for rid, r in failed.items():
-        assert (r["fatal"], r["stage_id"], r["request_id"], r["category"]) == (False, 0, rid, "server")
-    assert (failed["r5"]["status"], failed["r5"]["error_type"]) == (504, "GatewayTimeoutError")
-    assert failed["r3"]["status"] == failed["r17"]["status"] == 500
+        assert (r["fatal"], r["stage_id"], r["request_id"]) == (False, 0, rid)
+    assert (failed["r5"]["status"], failed["r5"]["category"], failed["r5"]["error_type"]) == (
+        504,
+        "server",
+        "GatewayTimeoutError",
+    )
+    # raw ValueErrors: vLLM's migration fallback (on by default) makes them client 400s
+    for rid in ("r3", "r17"):
+        assert (failed[rid]["status"], failed[rid]["category"], failed[rid]["error_type"]) == (
+            400,
+            "client",
+            "BadRequestError",
+        )
     # every other request went through both stages: 11 streamed tokens + final list + stage 1 result
     assert all(r["outputs"] == 13 for rid, r in results.items() if rid not in failed)
     assert answered["dead"] is False

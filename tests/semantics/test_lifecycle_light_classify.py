@@ -6,6 +6,7 @@ suite itself never imports vLLM (15-60 s per process on these machines).
 
 from __future__ import annotations
 
+import omni_errors
 import pytest
 import torch
 from omni_errors.classify import classify
@@ -38,6 +39,13 @@ def _wrapped_oom() -> BaseException:
         ValueError("unsupported prompt"),
         KeyError("k"),
         RuntimeError(""),
+        ValueError(""),
+        TypeError("bad type"),
+        OverflowError("too big"),
+        NotImplementedError("later"),
+        TimeoutError("stage wait expired"),
+        omni_errors.DecodeError("frame truncated"),
+        Exception(3),
         torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
         torch.cuda.OutOfMemoryError("CUDA out of memory"),
         InductorError(AssertionError("'XBLOCK' too large. Maximum: 4096. Actual: 8192"), None),
@@ -45,9 +53,11 @@ def _wrapped_oom() -> BaseException:
     ],
     ids=repr,
 )
-def test_light_classify_matches_classify(exc: BaseException) -> None:
-    expected = classify(exc, request_id="r1", stage_id=2)
-    assert light_classify(exc, request_id="r1", stage_id=2) == expected
+@pytest.mark.parametrize("raw_fallbacks", [True, False])
+@pytest.mark.parametrize("stage_id", [2, None])
+def test_light_classify_matches_classify(exc: BaseException, raw_fallbacks: bool, stage_id: int | None) -> None:
+    expected = classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks)
+    assert light_classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks) == expected
 
 
 @pytest.mark.parametrize(
@@ -75,3 +85,13 @@ def test_lifecycle_records_match_the_omni_exceptions() -> None:
     assert lifecycle_error("unavailable", "The server is shutting down", stage_id=None) == classify(
         OmniServiceUnavailableError("The server is shutting down")
     )
+
+
+def test_supervisor_default_error_factory_raises_the_semantic_exception() -> None:
+    from omni_errors.lifecycle.api import default_error_factory
+
+    dead = lifecycle_error("dead", "log text", stage_id=1).replace(request_id="r1")
+    exc = default_error_factory(dead)
+    assert isinstance(exc, EngineDeadError) and exc.details == dead  # type: ignore[attr-defined]
+    timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)
+    assert default_error_factory(timeout).details == timeout  # type: ignore[attr-defined]

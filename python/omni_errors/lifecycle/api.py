@@ -28,7 +28,7 @@ class LifecycleConfig:
     heartbeat_interval: float = 0.2  # a stage's longest idle wait
     heartbeat_timeout: float = 30.0  # no heartbeat this long: in-flight requests at the stage get 504
     hang_grace: float = 10.0  # still no heartbeat this much later: the stage is dead (fatal)
-    request_timeout: float | None = None  # default per-request deadline (504), None = no deadline
+    request_timeout: float | None = 1800.0  # per-request deadline (504); long audio/video jobs fit; None = none
     shutdown_timeout: float = 2.0  # the engine's shutdown() inside a stage
     stop_timeout: float = 3.0  # SIGTERM to SIGKILL; > shutdown_timeout so a stage can clean up
     drain_timeout: float = 10.0  # on SIGTERM, how long in-flight requests may finish

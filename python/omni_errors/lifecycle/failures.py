@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 
 from omni_errors import OmniErrorDetails
+from omni_errors._status import phrase
+from omni_errors.errors import OmniErrorsError
 from omni_errors.lifecycle.exitcodes import ExitCode
 
 __all__ = [
@@ -95,31 +97,41 @@ def classify_failure(
     return details
 
 
-def light_classify(exc: BaseException, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
-    """`classify` for a stage without vLLM: fatal types as the table has them, the rest server 500.
+def light_classify(
+    exc: BaseException, *, request_id: str | None, stage_id: int | None, raw_fallbacks: bool = True
+) -> OmniErrorDetails:
+    """`classify` for a stage without vLLM: the table's rows for what a torch-only stage can raise.
 
-    The raw ValueError/TypeError -> 400 migration fallback is off by default in `classify`, so
-    every non-fatal exception here is an `InternalServerError` with its first argument as message.
+    Fatal types -> fatal 500 with `DEAD_MESSAGE`; `omni_errors` errors -> 500; `TimeoutError` with a
+    stage -> 504; vLLM's raw fallbacks while on (the default, as in `classify`): ValueError/TypeError/
+    OverflowError -> 400, NotImplementedError -> 501; anything else -> 500. The message is the first
+    argument when it is a string, else `str(exc)`, else the status phrase.
     """
     cause = fatal_cause(exc)
     if cause is not None and cause[0] is exc:  # the table looks at the exception itself, not its chain
         return OmniErrorDetails(
             DEAD_MESSAGE, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id, fatal=True
         )
+    category, status, error_type = _light_row(exc, raw_fallbacks=raw_fallbacks, stage_known=stage_id is not None)
     message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
+    message = message if message.strip() else phrase(status)
     try:
-        return OmniErrorDetails(
-            message.strip() or "Internal Server Error",
-            "server",
-            500,
-            "InternalServerError",
-            request_id=request_id,
-            stage_id=stage_id,
-        )
+        return OmniErrorDetails(message, category, status, error_type, request_id=request_id, stage_id=stage_id)
     except ValueError:  # a field over its limit: drop the optional ones rather than fail the error path
-        return OmniErrorDetails(
-            message.strip() or "Internal Server Error", "server", 500, "InternalServerError", stage_id=stage_id
-        )
+        return OmniErrorDetails(message, category, status, error_type, stage_id=stage_id)
+
+
+def _light_row(exc: BaseException, *, raw_fallbacks: bool, stage_known: bool) -> tuple[str, int, str]:
+    if isinstance(exc, OmniErrorsError):  # derives from ValueError, but is internal
+        return "server", 500, "InternalServerError"
+    if isinstance(exc, TimeoutError) and stage_known:
+        return "server", 504, "GatewayTimeoutError"
+    if raw_fallbacks:
+        if isinstance(exc, (ValueError, TypeError, OverflowError)):
+            return "client", 400, "BadRequestError"
+        if isinstance(exc, NotImplementedError):
+            return "server", 501, "NotImplementedError"
+    return "server", 500, "InternalServerError"
 
 
 def lifecycle_error(
