@@ -79,7 +79,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         limits=Limits(model=args.model, max_tokens=args.max_tokens, allow_request_faults=args.allow_request_faults),
         pipeline=PipelineConfig(
             step_interval=args.step_interval,
-            max_num_seqs=tuple(args.max_num_seqs),  # type: ignore[arg-type]
+            max_num_seqs=tuple(args.max_num_seqs),
             fault=args.fault,
             fault_stage=args.fault_stage,
             fault_after=args.fault_after,

@@ -68,8 +68,13 @@ def _plain_png(results: list[ScenarioResult], path: str, width: int = 800, panel
         top, span = k * panel + 10, panel - 30
         t_max = max(xs[-1], (r.t_fault or 0) + (r.t_exit or 0), 1e-3) * 1.05
         n_max = max(r.requests, 1)
-        to_x = lambda t, m=t_max: 40 + int((width - 60) * t / m)  # noqa: E731
-        to_y = lambda n, b=top + span, h=span, m=n_max: b - int(h * n / m)  # noqa: E731
+
+        def to_x(t: float, m: float = t_max) -> int:
+            return 40 + int((width - 60) * t / m)
+
+        def to_y(n: int, b: int = top + span, h: int = span, m: int = n_max) -> int:
+            return b - int(h * n / m)
+
         for x in range(40, width - 20):
             dot(x, top + span, (0, 0, 0))
         for y in range(top, top + span):

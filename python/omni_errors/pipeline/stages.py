@@ -140,7 +140,7 @@ class _BatchStage:
 
     def _forward(self, req: _Req, **payload: Any) -> dict[str, Any]:
         """The next stage's payload: this stage's result plus what travels with the request."""
-        keep = {k: req.payload[k] for k in ("fault", "audio", "seed") if k in req.payload}
+        keep: dict[str, Any] = {k: req.payload[k] for k in ("fault", "audio", "seed") if k in req.payload}
         return {**keep, **payload}
 
 
