@@ -1,0 +1,140 @@
+"""`omni-errors serve` and `omni-errors chaos`: `add_commands(sub)` registers both on a parent
+argparse parser (the project CLI calls it); `main()` is `python -m omni_errors.pipeline`."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import logging
+import sys
+from collections.abc import Sequence
+
+from omni_errors.pipeline.faults import PROCESS_KINDS
+
+__all__ = ["SHM_PREFIX", "add_commands", "main"]
+
+# Our own prefix: the lifecycle test suite removes new `omni_lc_` segments after each test, which on a
+# shared machine would delete a running server's status board.
+SHM_PREFIX = "omni_pipe_"
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port to bind (default: %(default)s)")
+    p.add_argument("--model", default="omni-tiny", help="served model name (default: %(default)s)")
+    p.add_argument(
+        "--step-interval", type=float, default=0.02, help="seconds per engine step in each stage (default: %(default)s)"
+    )
+    p.add_argument(
+        "--max-tokens", type=int, default=256, help="largest max_tokens a request may ask (default: %(default)s)"
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=int,
+        nargs=3,
+        default=[256, 128, 64],
+        metavar=("THINKER", "TALKER", "CODE2WAV"),
+        help="requests each stage runs at once; the rest wait (default: 256 128 64)",
+    )
+    p.add_argument(
+        "--stage-timeout",
+        type=float,
+        default=30.0,
+        help="seconds without a stage heartbeat before its requests get 504 (default: %(default)s)",
+    )
+    p.add_argument("--hang-grace", type=float, default=10.0, help="then seconds before the stage is declared dead")
+    p.add_argument("--startup-timeout", type=float, default=300.0, help="deadline for the stages to start")
+    p.add_argument(
+        "--drain-timeout", type=float, default=10.0, help="on SIGTERM, seconds in-flight requests may finish"
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    f = p.add_argument_group("fault injection (off by default; for demos and tests)")
+    f.add_argument("--fault", choices=PROCESS_KINDS, help="inject this fault into a stage process")
+    f.add_argument("--fault-stage", type=int, default=0, choices=[0, 1, 2], help="0 thinker, 1 talker, 2 code2wav")
+    f.add_argument("--fault-after", type=int, default=0, metavar="N", help="fire after N engine steps of that stage")
+    f.add_argument("--fault-marker", metavar="FILE", help="append the time each fault fires to FILE")
+    f.add_argument(
+        "--allow-request-faults",
+        action="store_true",
+        help="honour X-Omni-Fault headers and omni_fault body fields (otherwise rejected with 400)",
+    )
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from omni_errors.lifecycle import LifecycleConfig
+    from omni_errors.pipeline.protocol import Limits
+    from omni_errors.pipeline.server import ServeConfig, serve
+    from omni_errors.pipeline.service import PipelineConfig
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    cfg = ServeConfig(
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        limits=Limits(model=args.model, max_tokens=args.max_tokens, allow_request_faults=args.allow_request_faults),
+        pipeline=PipelineConfig(
+            step_interval=args.step_interval,
+            max_num_seqs=tuple(args.max_num_seqs),
+            fault=args.fault,
+            fault_stage=args.fault_stage,
+            fault_after=args.fault_after,
+            fault_marker=args.fault_marker,
+        ),
+        lifecycle=LifecycleConfig(
+            startup_timeout=args.startup_timeout,
+            heartbeat_timeout=args.stage_timeout,
+            hang_grace=args.hang_grace,
+            drain_timeout=args.drain_timeout,
+            shm_prefix=SHM_PREFIX,
+        ),
+    )
+    code = asyncio.run(serve(cfg))
+    log = logging.getLogger("omni_errors.pipeline.server")
+    log.info("event loop closed; exit code %d", code)
+    atexit.register(log.info, "interpreter shutdown done")
+    return code
+
+
+def _run_chaos(args: argparse.Namespace) -> int:
+    from omni_errors.pipeline.chaos import run_cli
+
+    return run_cli(args)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `serve` and `chaos` on the project CLI's subparsers."""
+    serve = sub.add_parser(
+        "serve",
+        help="serve the reference thinker/talker/code2wav pipeline (OpenAI-style API)",
+        description="Start three stage processes (thinker, talker, code2wav: tiny torch models on the CPU) "
+        "and an OpenAI-style API in front of them. Exits non-zero when the pipeline dies.",
+    )
+    _serve_args(serve)
+    serve.set_defaults(func=_run_serve)
+    chaos = sub.add_parser(
+        "chaos",
+        help="start fresh servers, inject faults, and check every request is answered",
+        description="Replay fault scenarios against fresh `serve` processes; report each request's outcome, "
+        "time to all answered, exit codes, orphan processes and leftover shm. Exits 1 if any check fails.",
+    )
+    from omni_errors.pipeline.chaos import add_arguments
+
+    add_arguments(chaos)
+    chaos.set_defaults(func=_run_chaos)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m omni_errors.pipeline")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

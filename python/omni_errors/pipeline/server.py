@@ -1,0 +1,166 @@
+"""`omni-errors serve`: start the stages, then uvicorn; exit with the pipeline's exit code.
+
+Order of events, as vLLM's API server does it: the stages start first (a startup failure exits 82
+before the port is bound); then uvicorn serves. When the pipeline dies, the supervisor has already
+answered every in-flight request; its dead callback tells uvicorn to stop, `/health` answers 503
+until the listener closes, and the process exits non-zero through normal interpreter shutdown.
+SIGINT stops at once (in-flight requests get 503, exit 130); SIGTERM drains first (exit 143);
+a second SIGINT kills the stages and uvicorn's remaining connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import logging
+import signal
+import socket
+import threading
+from dataclasses import dataclass, field
+from types import FrameType
+
+import uvicorn
+
+from omni_errors.lifecycle import LifecycleConfig, StageStartupError
+from omni_errors.lifecycle.exitcodes import exit_code_for_signal
+from omni_errors.pipeline.protocol import Limits
+from omni_errors.pipeline.service import PipelineConfig, Service
+
+__all__ = ["ServeConfig", "serve"]
+
+logger = logging.getLogger("omni_errors.pipeline.server")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "info"
+    limits: Limits = field(default_factory=Limits)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn whose signals go to the supervisor first (so in-flight requests are answered),
+    and which does not re-raise the signal after serving (the exit code says how it ended)."""
+
+    def __init__(self, config: uvicorn.Config, service: Service, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(config)
+        self._service = service
+        self._loop = loop
+        self._signals: list[int] = []
+        self._tasks: set[asyncio.Future[None]] = set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._signals.append(sig)
+        self._loop.call_soon_threadsafe(self._on_signal, sig, len(self._signals))
+
+    def _on_signal(self, sig: int, count: int) -> None:
+        sup = self._service.supervisor
+        if count == 1:
+            drain = sup.config.drain_timeout if sig == signal.SIGTERM else 0.0
+            logger.warning("received %s: stopping the pipeline (drain %.0fs)", signal.Signals(sig).name, drain)
+            task = asyncio.ensure_future(sup.shutdown(drain_timeout=drain, exit_code=exit_code_for_signal(sig)))
+            self._tasks.add(task)
+            self.should_exit = True
+        else:
+            logger.warning("second %s: forcing exit", signal.Signals(sig).name)
+            self.force_exit = True
+            force = getattr(sup, "_on_force", None)  # the supervisor's own second-signal path
+            if force is not None:
+                force(sig)
+
+
+async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
+    """Run until the pipeline stops; returns the process exit code."""
+    loop = asyncio.get_running_loop()
+    service = Service(cfg.pipeline, cfg.lifecycle)
+    sup = service.supervisor
+    stop_startup = lambda sig: asyncio.ensure_future(sup.shutdown(exit_code=exit_code_for_signal(sig)))  # noqa: E731
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_startup, sig)
+    logger.info("starting stages thinker, talker, code2wav (step interval %.3fs)", cfg.pipeline.step_interval)
+    try:
+        # Import the API layer (vLLM, FastAPI) while the stages load their models in parallel.
+        app_import = _import_in_background("omni_errors.pipeline.app")
+        await sup.start()
+        await asyncio.wrap_future(app_import)
+    except StageStartupError as exc:
+        logger.critical(
+            "pipeline failed to start: stage %s (%s): %s",
+            exc.details.stage_id,
+            _stage_name(exc.details.stage_id),
+            exc.reason,
+        )
+        return sup.exit_code or exc.exit_code
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    if not sup.health().ok:
+        await sup.wait_dead()
+        return sup.exit_code
+    logger.info("stages ready (pids %s); serving on http://%s:%d", sup.pids, cfg.host, cfg.port)
+    from omni_errors.pipeline.app import build_app
+
+    app = build_app(service, cfg.limits)
+    config = uvicorn.Config(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        log_level=cfg.log_level,
+        ws="websockets-sansio",
+        lifespan="off",
+        timeout_graceful_shutdown=int(cfg.lifecycle.drain_timeout) + 5,
+        access_log=cfg.log_level == "debug",
+    )
+    server = _Uvicorn(config, service, loop)
+    sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
+    await server.serve(sockets=[sock] if sock is not None else None)
+    if sup.health().state in ("running", "starting"):
+        await sup.shutdown(exit_code=0)
+    await sup.wait_dead()
+    code = sup.exit_code
+    error = sup.dead_error
+    if error is not None:
+        logger.critical(
+            "exiting with code %d (%s): stage %s (%s) failed",
+            code,
+            _code_name(code),
+            error.stage_id,
+            _stage_name(error.stage_id),
+        )
+    else:
+        logger.info("exiting with code %d", code)
+    return code
+
+
+def _import_in_background(module: str) -> concurrent.futures.Future[None]:
+    """Import `module` on a daemon thread: a startup failure then exits without waiting for it."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            importlib.import_module(module)
+            future.set_result(None)
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="import-api", daemon=True).start()
+    return future
+
+
+def _code_name(code: int) -> str:
+    from omni_errors.lifecycle.exitcodes import ExitCode
+
+    try:
+        return ExitCode(code).name.lower()
+    except ValueError:
+        return "unknown"
+
+
+def _stage_name(stage_id: int | None) -> str:
+    from omni_errors.pipeline.service import STAGE_NAMES
+
+    return STAGE_NAMES[stage_id] if stage_id is not None and 0 <= stage_id < len(STAGE_NAMES) else "-"

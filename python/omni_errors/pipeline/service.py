@@ -1,0 +1,91 @@
+"""The pipeline as the API process sees it: three stage specs and a `Supervisor`, and one async
+generator per request that turns stage results into events (text tokens, audio chunks, the end)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from omni_errors.lifecycle import LifecycleConfig, StageSpec, Supervisor
+
+__all__ = ["Event", "PipelineConfig", "Service", "stage_specs"]
+
+logger = logging.getLogger("omni_errors.pipeline")
+
+STAGE_NAMES = ("thinker", "talker", "code2wav")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    step_interval: float = 0.02  # seconds per engine step: a stream a person can watch
+    max_num_seqs: tuple[int, int, int] = (256, 128, 64)
+    seed: int = 0
+    fault: str | None = None  # process-level fault kind (see faults.py)
+    fault_stage: int = 0
+    fault_after: int = 0
+    fault_marker: str | None = None
+
+
+def stage_specs(cfg: PipelineConfig) -> list[StageSpec]:
+    specs = []
+    for stage_id, (name, engine) in enumerate(
+        zip(STAGE_NAMES, ("ThinkerStage", "TalkerStage", "Code2WavStage"), strict=True)
+    ):
+        kwargs: dict[str, Any] = {
+            "seed": cfg.seed,
+            "max_num_seqs": cfg.max_num_seqs[stage_id],
+            "step_interval": cfg.step_interval,
+            "fault_marker": cfg.fault_marker,
+        }
+        if cfg.fault is not None and cfg.fault_stage == stage_id:
+            kwargs.update(fault=cfg.fault, fault_after=cfg.fault_after)
+        # A string names the engine, so this process never imports torch for the stage modules.
+        specs.append(StageSpec(f"omni_errors.pipeline.stages:{engine}", kwargs, name=name, emit=stage_id != 1))
+    return specs
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "token" | "audio" | "done"
+    token: int = 0
+    pcm: bytes = b""
+    finish_reason: str = "stop"
+    completion_tokens: int = 0
+
+
+class Service:
+    def __init__(self, pipeline: PipelineConfig, lifecycle: LifecycleConfig) -> None:
+        self.pipeline = pipeline
+        self.supervisor = Supervisor(stage_specs(pipeline), lifecycle)
+
+    def submit(self, payload: dict[str, Any], request_id: str) -> str:
+        """Send the request to stage 0 now (so a dead pipeline is an HTTP error, before any byte)."""
+        try:
+            return self.supervisor.submit(payload, request_id=request_id)
+        except ValueError as exc:
+            if "already in flight" not in str(exc):
+                raise
+            from omni_errors.exceptions import OmniConflictError
+
+            raise OmniConflictError("a request with this id is already in flight") from None
+
+    async def events(self, request_id: str) -> AsyncIterator[Event]:
+        """The request's events; raises the request's semantic exception if it fails."""
+        done = False
+        finish_reason, count = "stop", 0
+        try:
+            async for result in self.supervisor.stream(request_id):
+                if result.stage_id == 0:
+                    if result.finished:
+                        finish_reason, count = result.payload["finish_reason"], len(result.payload["tokens"])
+                    else:
+                        yield Event("token", token=result.payload)
+                elif result.stage_id == 2 and result.payload["pcm"]:
+                    yield Event("audio", pcm=result.payload["pcm"])
+            done = True
+            yield Event("done", finish_reason=finish_reason, completion_tokens=count)
+        finally:
+            if not done:  # the client went away (or the request failed): free its slot in the stages
+                self.supervisor.abort(request_id)

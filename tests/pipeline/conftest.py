@@ -1,0 +1,88 @@
+"""A real `omni-errors serve` process on an ephemeral loopback port, shared by the module's tests,
+always stopped in the finalizer; the finalizer also asserts that no stage process and no shared
+memory segment of that server is left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from omni_errors.pipeline.chaos import _alive, _children, _free_port, _shm_entries
+
+STARTUP_TIMEOUT = 240.0  # vLLM's import alone takes 15-60 s on two shared cores
+
+
+@dataclass
+class Server:
+    base: str
+    ws: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+    descendants: set[int]
+
+
+def start_server(*extra: str) -> Server:
+    port = _free_port()
+    log = Path(tempfile.mkdtemp(prefix="omni-pipeline-test-")) / "server.log"
+    args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--port", str(port), *extra]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", proc, log, set())
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        server.descendants |= _children({proc.pid, *server.descendants})
+        if proc.poll() is not None:
+            break
+        try:
+            if httpx.get(f"{server.base}/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    stop_server(server)
+    raise RuntimeError(f"server did not start; log: {log.read_text()[-3000:]}")
+
+
+def stop_server(server: Server, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+    """Stop the server (if still running) and check it left nothing behind; returns its exit code."""
+    shm_before = _shm_entries()
+    server.descendants |= _children({server.proc.pid, *server.descendants})
+    if server.proc.poll() is None:
+        server.proc.send_signal(sig)
+    try:
+        code: int | None = server.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        code = None
+    time.sleep(0.3)
+    orphans = [pid for pid in server.descendants if _alive(pid)]
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    pids = {str(server.proc.pid), *map(str, server.descendants)}
+    leaked = [n for n in _shm_entries() | shm_before if any(p in n for p in pids) and Path("/dev/shm", n).exists()]
+    for name in leaked:
+        Path("/dev/shm", name).unlink(missing_ok=True)
+    assert code is not None, f"server ignored signal {sig} for {timeout}s; log {server.log}"
+    assert not orphans, f"orphan processes: {orphans}"
+    assert not leaked, f"leftover shared memory: {leaked}"
+    return code
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    srv = start_server("--allow-request-faults", "--step-interval", "0.005")
+    try:
+        yield srv
+    finally:
+        code = stop_server(srv)
+        assert code == 128 + signal.SIGTERM, f"exit code {code}; log {srv.log}"
