@@ -25,10 +25,10 @@ setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and
 build: setup ## build the Rust extension in release mode into .venv
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
 
-run: build ## set up, build, and run the main job on its defaults
-	$(BIN)/omni-errors bench
+run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
+	$(BIN)/omni-errors serve
 
-bench: build ## benchmarks side by side with their baselines (pytest-benchmark)
+bench: build ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
 test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite

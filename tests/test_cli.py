@@ -18,7 +18,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_commands() -> None:
     out = _cli("--help")
     assert out.returncode == 0
-    for command in ("bench", "catalog"):
+    for command in ("bench", "catalog", "serve", "chaos"):
         assert command in out.stdout
 
 

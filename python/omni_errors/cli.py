@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
     catalog.set_defaults(func=_catalog)
+    from omni_errors.pipeline.cli import add_commands
+
+    add_commands(sub)
     return parser
 
 
