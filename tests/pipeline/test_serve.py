@@ -100,7 +100,7 @@ CLIENT_ERRORS = [
     ("temperature", CHAT, chat(temperature=3), 400, "temperature"),
     ("n", CHAT, chat(n=2), 400, "n"),
     ("modalities", CHAT, chat(modalities=["video"]), 400, "modalities"),
-    ("schema", CHAT, {"model": MODEL, "messages": "hi"}, 400, "body.messages"),
+    ("schema", CHAT, {"model": MODEL, "messages": "hi"}, 400, "messages"),
     (
         "audio",
         CHAT,
