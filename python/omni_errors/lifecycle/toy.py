@@ -84,6 +84,13 @@ class _ToyEngine:
         self.alloc_bytes = alloc_bytes
         self.steps = 0
         self.shut_down = False
+        self.requests: dict[str, dict[str, Any]] = {}  # per-request state, shaped by the subclass
+
+    def abort_request(self, request_id: str) -> None:
+        self.requests.pop(request_id, None)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.requests)
 
     def _maybe_fail(self) -> None:
         self.steps += 1
@@ -123,7 +130,6 @@ class ARStage(_ToyEngine):
         self.vocab = vocab
         self.embed = torch.nn.Embedding(vocab, hidden)
         self.mlp = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, vocab))
-        self.requests: dict[str, dict[str, Any]] = {}
 
     def add_request(self, request_id: str, payload: Any) -> None:
         if isinstance(payload, dict):
@@ -137,12 +143,6 @@ class ARStage(_ToyEngine):
         if not prompt or any(not 0 <= t < self.vocab for t in prompt):
             raise ValueError(f"prompt tokens must be in 0..{self.vocab - 1}")
         self.requests[request_id] = {"tokens": prompt, "out": [], "left": int(max_tokens), "fail": fail}
-
-    def abort_request(self, request_id: str) -> None:
-        self.requests.pop(request_id, None)
-
-    def has_unfinished_requests(self) -> bool:
-        return bool(self.requests)
 
     @torch.inference_mode()
     def step(self) -> Sequence[StageOutput | RequestFailure]:
@@ -188,18 +188,11 @@ class DiffusionStage(_ToyEngine):
         self.num_steps = num_steps
         self.size = size
         self.net = torch.nn.Conv2d(4, 4, 3, padding=1)
-        self.requests: dict[str, dict[str, Any]] = {}
 
     def add_request(self, request_id: str, payload: Any) -> None:
         seed = sum(payload) if isinstance(payload, list) else int(payload.get("seed", 0)) if payload else 0
         gen = torch.Generator().manual_seed(seed)
         self.requests[request_id] = {"x": torch.randn(1, 4, self.size, self.size, generator=gen), "t": 0}
-
-    def abort_request(self, request_id: str) -> None:
-        self.requests.pop(request_id, None)
-
-    def has_unfinished_requests(self) -> bool:
-        return bool(self.requests)
 
     @torch.inference_mode()
     def step(self) -> Sequence[StageOutput | RequestFailure]:
