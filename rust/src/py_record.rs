@@ -1,8 +1,5 @@
 //! `OmniErrorDetails`: the frozen Python class over the record. Glue only: invariants live in
 //! `record`, text rules in `sanitize`.
-
-use std::borrow::Cow;
-
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
@@ -11,6 +8,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::codec;
+use crate::py_sanitize;
 use crate::record::{
     check_stage_id, check_status, Category, DetailsRef, RecordError, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
 };
@@ -66,15 +64,9 @@ impl PyDetails {
         let category = parse_category(category)?;
         let status_code = check_int_status(category, status_code)?;
         let stage_id = stage_id.map(check_int_stage_id).transpose()?;
-        let message = sanitized(message, |s| sanitize::sanitize(s, MAX_MESSAGE_LEN))?;
-        let parameter = parameter
-            .map(|p| {
-                sanitized(p, |s| match sanitize::normalize_parameter(s) {
-                    Cow::Borrowed(b) => sanitize::sanitize(b, MAX_PARAMETER_LEN),
-                    Cow::Owned(o) => Cow::Owned(sanitize::sanitize(&o, MAX_PARAMETER_LEN).into_owned()),
-                })
-            })
-            .transpose()?;
+        // The same rules as `omni_errors.sanitize` and `omni_errors.normalize_parameter`.
+        let message = py_sanitize::sanitize(message, MAX_MESSAGE_LEN)?;
+        let parameter = parameter.map(py_sanitize::normalize_parameter).transpose()?;
         let details = PyDetails {
             message: message.unbind(),
             category,
@@ -311,15 +303,4 @@ fn check_int_stage_id(stage_id: i64) -> PyResult<u32> {
     let id = u32::try_from(stage_id).map_err(|_| PyErr::from(RecordError::StageIdOutOfRange { value: stage_id }))?;
     check_stage_id(id)?;
     Ok(id)
-}
-
-/// `s` passed through `rule`; the original object when nothing changed.
-fn sanitized<'py>(
-    s: &Bound<'py, PyString>,
-    rule: impl for<'a> FnOnce(&'a str) -> Cow<'a, str>,
-) -> PyResult<Bound<'py, PyString>> {
-    Ok(match rule(s.to_str()?) {
-        Cow::Borrowed(_) => s.clone(),
-        Cow::Owned(out) => PyString::new(s.py(), &out),
-    })
 }
