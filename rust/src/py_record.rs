@@ -1,5 +1,6 @@
 //! `OmniErrorDetails`: the frozen Python class over the record. Glue only: invariants live in
 //! `record`, text rules in `sanitize`.
+
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
