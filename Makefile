@@ -33,8 +33,9 @@ bench: build ## benchmarks side by side with their baselines (pytest-benchmark);
 
 test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite
 
-test-rust: ## cargo tests of the pure-Rust core (no interpreter needed)
+test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
 	$(CARGO) test --no-default-features --quiet
+	$(CARGO) test --lib --quiet py_
 
 test-python: build ## the pytest suite
 	$(BIN)/python -m pytest

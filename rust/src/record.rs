@@ -35,12 +35,14 @@ impl Category {
     }
 
     /// Parses the Python/JSON literal.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<Self> {
+    ///
+    /// # Errors
+    /// [`RecordError::UnknownCategory`] for anything but `"client"` and `"server"`.
+    pub fn parse(s: &str) -> Result<Self, RecordError> {
         match s {
-            "client" => Some(Category::Client),
-            "server" => Some(Category::Server),
-            _ => None,
+            "client" => Ok(Category::Client),
+            "server" => Ok(Category::Server),
+            _ => Err(RecordError::UnknownCategory { value: excerpt(s) }),
         }
     }
 
@@ -244,6 +246,8 @@ pub enum RecordError {
     StageIdOutOfRange { value: i64 },
     /// `fatal=True` on a client error.
     FatalClient,
+    /// `category` is neither `"client"` nor `"server"`.
+    UnknownCategory { value: String },
 }
 
 impl RecordError {
@@ -256,6 +260,7 @@ impl RecordError {
             RecordError::StatusOutOfRange { .. } => "status_code",
             RecordError::StageIdOutOfRange { .. } => "stage_id",
             RecordError::FatalClient => "fatal",
+            RecordError::UnknownCategory { .. } => "category",
         }
     }
 }
@@ -284,6 +289,12 @@ impl fmt::Display for RecordError {
                 write!(f, "field `stage_id` {value} is outside 0..={MAX_STAGE_ID}")
             }
             RecordError::FatalClient => write!(f, "field `fatal` may be true only for category \"server\""),
+            RecordError::UnknownCategory { value } => {
+                write!(
+                    f,
+                    "field `category` must be one of \"client\", \"server\", got {value:?}"
+                )
+            }
         }
     }
 }

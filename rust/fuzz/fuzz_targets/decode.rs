@@ -8,11 +8,12 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let _ = peek(data);
     let _ = Frames::new(data).count();
-    if let Ok(details) = decode(data) {
+    if let Ok(decoded) = decode(data) {
+        let details = decoded.details;
         let mut out = vec![0; encoded_len(&details)];
-        let written = encode_into(&details, &mut out).expect("a decoded record re-encodes");
+        let written = encode_into(&details, decoded.rule_set, &mut out).expect("a decoded record re-encodes");
         // Extensions are skipped, so a frame carrying them re-encodes shorter; the record must match.
         let again = decode(&out[..written]).expect("a re-encoded frame decodes");
-        assert_eq!(again, details);
+        assert_eq!((again.details, again.rule_set), (details, decoded.rule_set));
     }
 });

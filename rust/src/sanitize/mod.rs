@@ -50,6 +50,16 @@ pub fn sanitize(input: &str, max_len: usize) -> Cow<'_, str> {
     cur
 }
 
+/// A request parameter name as a record holds it: one spelling ([`normalize_parameter`]),
+/// sanitized, at most `max_len` bytes.
+#[must_use]
+pub fn parameter(input: &str, max_len: usize) -> Cow<'_, str> {
+    match normalize_parameter(input) {
+        Cow::Borrowed(s) => sanitize(s, max_len),
+        Cow::Owned(s) => Cow::Owned(sanitize(&s, max_len).into_owned()),
+    }
+}
+
 /// Tracebacks, private keys, every rule, the length bound.
 fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
     let t = traceback::strip(text);
