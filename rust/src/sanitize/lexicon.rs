@@ -3,8 +3,8 @@
 
 use super::chars::KEY;
 
-/// Key names whose value is a credential, matched as the end of a key with ASCII case, `_` and
-/// `-` ignored (`api_key` covers `apikey`, `api-key`, `API_KEY`, `x-api-key`).
+/// Key names whose value is a credential, matched as the end of a key with ASCII case, `_`, `-`
+/// and spaces ignored (`api_key` covers `apikey`, `api-key`, `API_KEY`, `x-api-key`, `API key`).
 const SECRET_KEYS: [&str; 34] = [
     "password",
     "passwd",
@@ -75,12 +75,25 @@ static KEYS_BY_LAST: [u64; 26] = {
     t
 };
 
+/// The last letters of the credential key names, either case: a word ending otherwise names none.
+pub(crate) const KEY_LAST_LETTERS: super::rule::ByteSet = {
+    let mut set = super::rule::ByteSet::of(b"");
+    let mut k = 0;
+    while k < SECRET_KEYS.len() {
+        let word = SECRET_KEYS[k].as_bytes();
+        let last = word[word.len() - 1];
+        set = set.or(super::rule::ByteSet::of(&[last, last.to_ascii_uppercase()]));
+        k += 1;
+    }
+    set
+};
+
 /// Whether the key name `key` ends with a credential key name.
 pub(crate) fn is_secret_key(key: &[u8]) -> bool {
     let mut letters = key
         .iter()
         .rev()
-        .filter(|c| !matches!(c, b'_' | b'-'))
+        .filter(|c| !matches!(c, b'_' | b'-' | b' '))
         .map(u8::to_ascii_lowercase);
     let Some(last) = letters.next().filter(u8::is_ascii_lowercase) else {
         return false;

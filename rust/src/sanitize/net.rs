@@ -19,7 +19,15 @@ pub(crate) fn url(cx: &Cx<'_>, i: usize) -> Found {
     let Some(start) = (from..i).find(|&s| b[s].is_ascii_alphabetic() && !word_before(b, s)) else {
         return Found::Miss;
     };
-    let end = run_end(cx.text, i + 3, URL, usize::MAX);
+    let mut end = run_end(cx.text, i + 3, URL, usize::MAX);
+    // A Windows domain user (`http://CORP\\jdoe:pw@proxy:8080`): the userinfo holds a backslash.
+    if b.get(end) == Some(&b'\\') && !b[i + 3..end].contains(&b'/') {
+        let longer = i + 3 + b[i + 3..].iter().take_while(|&&c| is(c, URL) || c == b'\\').count();
+        let userinfo_end = b[end..longer].iter().position(|&c| c == b'@').map(|p| end + p);
+        if userinfo_end.is_some_and(|at| !b[i + 3..at].contains(&b'/')) {
+            end = longer;
+        }
+    }
     let m = cx.slice(start, end);
     let cut = url::embedded_start(m).unwrap_or(m.len());
     let edit = match url::clean(&m[..cut], cx.inner) {

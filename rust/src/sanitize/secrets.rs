@@ -172,6 +172,59 @@ pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
     }
 }
 
+/// Whether a value written after a key and a space (no separator) reads as a credential rather
+/// than the next word of a sentence, a number, a model id or code: 6+ characters, no `/`, and a
+/// symbol a password uses (`!@#$%^&*+~`), or (after any `user:`) 16+ hex digits or letters
+/// and digits only.
+fn reads_like_credential(v: &str) -> bool {
+    if v.len() < 6 || v.contains('/') || v.starts_with(['<', '(', '[', '{']) || is_placeholder(v) {
+        return false;
+    }
+    if v.bytes().any(|c| b"!@#$%^&*+~".contains(&c)) {
+        return true;
+    }
+    let (user, core) = v
+        .rsplit_once(':')
+        .map_or(("", v.as_bytes()), |(u, c)| (u, c.as_bytes()));
+    if !user.is_empty() && core.len() >= 4 && core.iter().any(u8::is_ascii_digit) {
+        return true; // `user:password`
+    }
+    let hex = core.len() >= 16 && core.iter().all(u8::is_ascii_hexdigit);
+    let letters_and_digits = core.len() >= 6
+        && core.iter().all(u8::is_ascii_alphanumeric)
+        && core.iter().any(u8::is_ascii_digit)
+        && core.iter().any(u8::is_ascii_alphabetic);
+    hex || letters_and_digits
+}
+
+/// `password hunter2`, `API key 9f86d081...`, `session 3f2a9c1e7b4d`, `credentials alice:pw`:
+/// a credential key of one to three words, a space, and a value that reads as a credential
+/// (found from the space).
+pub(crate) fn spaced_key_value(cx: &Cx<'_>, i: usize) -> Found {
+    let b = cx.b;
+    let mut start = super::lexicon::key_start(b, i, cx.lo);
+    for _ in 0..2 {
+        if start == i || is_secret_key(&b[start..i]) || start < cx.lo + 2 || b[start - 1] != b' ' {
+            break;
+        }
+        let earlier = super::lexicon::key_start(b, start - 1, cx.lo);
+        if earlier == start - 1 {
+            break;
+        }
+        start = earlier;
+    }
+    if start == i || !is_secret_key(&b[start..i]) || word_before(b, start) {
+        return Found::Miss;
+    }
+    let v = i + 1;
+    let run = value_run(cx.text, v, bare);
+    let value = cx.slice(v, run).trim_end_matches(['.', ':', '!', '?']);
+    if !reads_like_credential(value) {
+        return Found::Miss;
+    }
+    Hit::mark_part(start, v + value.len(), v, v + value.len(), SECRET)
+}
+
 /// `--api-key VALUE`, `--hf-token=VALUE`: a command-line flag naming a credential.
 pub(crate) fn flag(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;

@@ -4,14 +4,15 @@
 
 use super::chars;
 use super::dumps::{bytes_repr, data_uri, decimal_addr, escaped_frame, hex_addr, tensor};
+use super::lexicon::KEY_LAST_LETTERS;
 use super::net::{ec2_host, email, internal_host, ipv4, ipv6, url};
 use super::paths::{
     dot, env, hf_cache, hidden, home, packages, posix_file, posix_root, quoted, relative_file, unc, windows,
 };
 use super::rule::{ByteSet, Matcher};
-use super::secrets::{bare_scheme, flag, hook, key_value, pydantic};
+use super::secrets::{bare_scheme, flag, hook, key_value, pydantic, spaced_key_value};
 use super::tokens::FIRST_BYTES;
-use super::tokens::{jwt, known, opaque};
+use super::tokens::{glued, jwt, known, opaque};
 
 /// What makes the engine try a rule at a byte.
 #[derive(Clone, Copy)]
@@ -122,6 +123,7 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
     rule("relative_file", Bytes(b"/"), false, relative_file).before(ByteSet::class(chars::FILE)),
     rule("jwt", Run(Word), true, jwt).at(ByteSet::of(b"e")),
     rule("known_token", Run(Word), true, known).at(FIRST_BYTES),
+    rule("glued_secret", Run(Word), true, glued),
     rule("webhook", Bytes(b"/"), true, hook).before(ByteSet::of(b"mgMG")),
     rule("cli_flag", Bytes(b"-"), true, flag).after(ByteSet::of(b"-")),
     rule("key_value", Bytes(b":=,\xEF"), true, key_value).before(
@@ -131,6 +133,7 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
             .or(NON_ASCII),
     ),
     rule("bearer_token", Run(AfterBlank), true, bare_scheme),
+    rule("spaced_key_value", Bytes(b" "), true, spaced_key_value).before(KEY_LAST_LETTERS),
     rule("email", Bytes(b"@"), true, email).before(ByteSet::class(chars::LOCAL)),
     rule("internal_host", Bytes(b"."), true, internal_host).after(ByteSet::of(b"ilschILSCH")),
     rule("ec2_host", Bytes(b"-"), true, ec2_host).before(ByteSet::of(b"pP")),
@@ -141,7 +144,7 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
     rule("opaque_token", Run(Base64), true, opaque),
 ];
 
-pub(crate) const RULE_COUNT: usize = 32;
+pub(crate) const RULE_COUNT: usize = 34;
 
 /// The table, as the engine reads it.
 pub(crate) static RULES: [Rule; RULE_COUNT] = RULES_CONST;

@@ -250,6 +250,27 @@ pub(crate) fn jwt(cx: &Cx<'_>, i: usize) -> Found {
     Hit::mark(i, seg(payload + 1), SECRET)
 }
 
+/// `access_token_9b2f1c7d...`, `session-7f3a9c2b...`: a credential glued to the identifier that
+/// names it: a word ending in a credential key, `_` or `-`, then 20+ hex digits or a random run.
+pub(crate) fn glued(cx: &Cx<'_>, i: usize) -> Found {
+    let b = cx.b;
+    if word_before(b, i) {
+        return Found::Miss;
+    }
+    let end = i + b[i..].iter().take_while(|&&c| alnum_us_dash(c)).count();
+    let Some(sep) = (i..end).rev().find(|&k| matches!(b[k], b'_' | b'-')) else {
+        return Found::MissUntil(end);
+    };
+    let tail = &b[sep + 1..end];
+    let hex_tail = tail.len() >= 20 && tail.iter().all(|&c| hex(c));
+    let random_tail = tail.len() >= 16 && opaque_marker(&cx.text[sep + 1..end]).is_some();
+    if sep > i && (hex_tail || random_tail) && super::lexicon::is_secret_key(&b[i..sep]) {
+        Hit::mark_part(i, end, sep + 1, end, SECRET)
+    } else {
+        Found::MissUntil(end)
+    }
+}
+
 /// Runs shorter than this are not opaque (identifiers and ids are shorter or look otherwise).
 const OPAQUE_MIN: usize = 24;
 
