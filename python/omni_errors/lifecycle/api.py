@@ -11,6 +11,7 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.worker import WorkerConfig
 
 __all__ = [
+    "DuplicateRequestError",
     "Health",
     "LifecycleConfig",
     "StageRequestError",
@@ -61,6 +62,17 @@ class StageRequestError(Exception):
     def __init__(self, details: OmniErrorDetails) -> None:
         super().__init__(f"{details.error_type} ({details.status_code}): {details.message}")
         self.details = details
+
+
+class DuplicateRequestError(ValueError):
+    """`submit()` got a request id that is still in flight; `request_id` names it.
+
+    A `ValueError` for callers written against the untyped error; map it by type (a server answers 409).
+    """
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request id {request_id!r} is already in flight")
+        self.request_id = request_id
 
 
 class StageStartupError(RuntimeError):

@@ -29,6 +29,7 @@ import omni_errors
 from omni_errors import OmniErrorDetails
 from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.api import (
+    DuplicateRequestError,
     Health,
     LifecycleConfig,
     StageResult,
@@ -200,7 +201,7 @@ class Supervisor:
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
-            raise ValueError(f"request id {request_id!r} is already in flight")
+            raise DuplicateRequestError(request_id)
         timeout = timeout if timeout is not None else self.config.request_timeout
         deadline = self._loop.time() + timeout if timeout is not None else None
         req = _Request(request_id, asyncio.Queue(), 0, deadline)
