@@ -58,7 +58,7 @@ def report(
     if isinstance(failure, OmniErrorDetails):
         details = failure
     else:
-        from omni_errors.classify import classify
+        from omni_errors.classification import classify
 
         details = classify(failure, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks)
     observe(details)

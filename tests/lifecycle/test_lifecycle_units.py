@@ -8,13 +8,14 @@ import re
 import select
 import signal
 import struct
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import omni_errors
 import pytest
 from omni_errors.core_table import DEAD_MESSAGE, fatal_record
 from omni_errors.lifecycle import ExitCode
-from omni_errors.lifecycle.channels import _SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
+from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
 
@@ -74,7 +75,11 @@ def test_status_board_heartbeat_last_words_and_unlink(shm_prefix: str) -> None:
         assert board.read_last_words(1) == details
         assert board.read_last_words(0) is None
         # a torn frame (the stage died while writing) is ignored, not decoded
-        struct.pack_into("<B", board._buf, _SLOT_SIZE + 16 + 20, 0xFF)
+        raw = shared_memory.SharedMemory(name=board.name)
+        try:
+            struct.pack_into("<B", raw.buf, SLOT_SIZE + 16 + 20, 0xFF)  # slot 1: 16-byte header, then the frame
+        finally:
+            raw.close()
         assert board.read_last_words(1) is None
     finally:
         board.unlink()

@@ -87,9 +87,9 @@ class StageStartupError(RuntimeError):
 
 
 def default_error_factory(details: OmniErrorDetails) -> BaseException:
-    """`omni_errors.rebuild.rebuild` when present (the semantic exception), else StageRequestError."""
+    """`omni_errors.exceptions.rebuild` where vLLM is installed (the semantic exception), else StageRequestError."""
     try:
-        from omni_errors.rebuild import rebuild  # type: ignore[import-not-found,unused-ignore]
+        from omni_errors.exceptions import rebuild  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return StageRequestError(details)
     exc: BaseException = rebuild(details)

@@ -30,7 +30,7 @@ def _table() -> RuleTable:
     """The full table where vLLM is loaded (importing it then costs little), else the core."""
     if "vllm" in sys.modules:
         try:
-            from omni_errors.classify import TABLE
+            from omni_errors.classification import TABLE
         except Exception:  # the classifier must never turn a failure into a second failure
             return CORE
         return TABLE

@@ -57,7 +57,7 @@ def handled_classes() -> list[type[BaseException]]:
     """The classes `install` registers, `Exception` last."""
     from vllm.exceptions import VLLMError
 
-    from omni_errors.classify import RULES
+    from omni_errors.classification import RULES
 
     # A lazy row's class is registered when its module is loaded; otherwise no instance can be raised yet,
     # and one raised later still reaches a concrete handler through its builtin base (`_RAW`).
