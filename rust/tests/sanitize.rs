@@ -1,7 +1,7 @@
 //! Table-driven cases for the public sanitizer API: one line per rule class, plus the guarantees
 //! (idempotence, bound, adversarial shapes finishing, parameter names).
 
-use _native::sanitize::{normalize_parameter, sanitize, TRUNCATION_MARKER};
+use _native::sanitize::{normalize_parameter, rule_names, sanitize, TRUNCATION_MARKER};
 
 const BOUND: usize = 4096;
 
@@ -87,6 +87,25 @@ cases! {
     class_names_kept: "archs: ['Qwen2_5OmniForConditionalGeneration', 'MiniCPMO2_6ForConditionalGeneration']" => "archs: ['Qwen2_5OmniForConditionalGeneration', 'MiniCPMO2_6ForConditionalGeneration']";
     log_prefixed_traceback: "(P pid=1) ERROR [c.py:1]   File \"/x/c.py\", line 2, in f\n(P pid=1) ERROR [c.py:1]     g(x)\n(P pid=1) ERROR [c.py:1] ValueError: v" => "<traceback>\n(P pid=1) ERROR [c.py:1] ValueError: v";
     ipython_traceback: "File ~/x/r.py:722, in R.load(self)\n    721 a = 1\n--> 722 b = g()\nValueError: v" => "<traceback>\nValueError: v";
+}
+
+/// docs/sanitizer.md lists every rule of the table, in priority order.
+#[test]
+fn the_docs_list_the_rule_table() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/sanitizer.md")).expect("docs");
+    let list = docs
+        .split("The rules, in priority order")
+        .nth(1)
+        .expect("the rule list");
+    let listed: Vec<&str> = list
+        .split(". (")
+        .next()
+        .unwrap_or_default()
+        .split('`')
+        .skip(3)
+        .step_by(2)
+        .collect();
+    assert_eq!(listed, rule_names());
 }
 
 #[test]

@@ -369,9 +369,9 @@ impl<'a> Reader<'a> {
         let bytes = self
             .bytes(field, len)
             .map_err(|e| DecodeError { offset: len_at, ..e })?;
-        if bytes.is_ascii() {
-            // SAFETY: ASCII is valid UTF-8. Most fields are ASCII, and this word-at-a-time check
-            // costs less than a full validation of short strings.
+        if is_ascii(bytes) {
+            // SAFETY: ASCII is valid UTF-8. Most fields are ASCII, and this check costs less than
+            // a full validation of short strings.
             return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
         }
         simdutf8::basic::from_utf8(bytes).map_err(|_| {
@@ -380,6 +380,12 @@ impl<'a> Reader<'a> {
             DecodeError::new(K::InvalidUtf8 { field }, at + bad)
         })
     }
+}
+
+/// Whether `bytes` is ASCII: one OR over all bytes and one test at the end, which the compiler
+/// turns into vector code (`<[u8]>::is_ascii` tests as it goes, a word at a time).
+fn is_ascii(bytes: &[u8]) -> bool {
+    bytes.iter().fold(0u8, |acc, &b| acc | b) < 0x80
 }
 
 fn truncated(field: &'static str, needed: usize, available: usize, at: usize) -> DecodeError {
