@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omni_errors.audit import atomic
 from omni_errors.audit.model import AuditInputError, Site
 from omni_errors.audit.rules import RULES
-from omni_errors.audit.runner import AuditReport
+
+if TYPE_CHECKING:
+    from omni_errors.audit.runner import AuditReport
 
 FORMAT = "omni-errors-audit-baseline"
 VERSION = 1

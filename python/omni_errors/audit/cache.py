@@ -36,15 +36,28 @@ def code_version() -> str:
 
 
 class ResultCache:
-    """Content key -> FileResult for one set of roots."""
+    """Content key -> FileResult for one set of roots, plus the outcome of the last run.
+
+    The last run's sites are kept beside the per-file entries, under a key made of every file's path
+    and content key: when nothing changed, a rerun reads that one record and does no other work.
+    """
 
     def __init__(self, directory: Path, roots: list[str]) -> None:
         name = hashlib.blake2b("\0".join(sorted(roots)).encode(), digest_size=8).hexdigest()
         self.path = directory / f"{name}.json"
+        self.run_path = directory / f"{name}.run.json"
         self.version = code_version()
-        self.entries: dict[str, dict[str, Any]] = self._load()
+        self._entries: dict[str, dict[str, Any]] | None = None
         self.used: dict[str, dict[str, Any]] = {}
         self.changed = False
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        if self._entries is None:
+            data = self._read(self.path)
+            entries = data.get("entries") if data else None
+            self._entries = entries if isinstance(entries, dict) else {}
+        return self._entries
 
     def get(self, key: str) -> FileResult | None:
         data = self.entries.get(key)
@@ -63,20 +76,29 @@ class ResultCache:
 
     def save(self) -> None:
         """Write the entries this run used (stale ones are dropped), when anything changed."""
-        if not self.changed and len(self.used) == len(self.entries):
-            return
-        payload = json.dumps({"version": self.version, "entries": self.used}, separators=(",", ":"))
-        try:
-            atomic.write_text(self.path, payload)
-        except OSError as exc:
-            print(f"omni-errors audit: warning: cache not written to {self.path}: {exc}", file=sys.stderr)
+        if self.changed or len(self.used) != len(self.entries):
+            self._write(self.path, {"version": self.version, "entries": self.used})
 
-    def _load(self) -> dict[str, dict[str, Any]]:
+    def last_run(self, run_key: str) -> dict[str, Any] | None:
+        """The outcome recorded by `save_run(run_key, ...)`, if it is the last run's and still valid."""
+        data = self._read(self.run_path)
+        if data is None or data.get("run") != run_key or not isinstance(data.get("outcome"), dict):
+            return None
+        outcome: dict[str, Any] = data["outcome"]
+        return outcome
+
+    def save_run(self, run_key: str, outcome: dict[str, Any]) -> None:
+        self._write(self.run_path, {"version": self.version, "run": run_key, "outcome": outcome})
+
+    def _read(self, path: Path) -> dict[str, Any] | None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict) or data.get("version") != self.version:
-            return {}
-        entries = data.get("entries")
-        return entries if isinstance(entries, dict) else {}
+            return None
+        return data if isinstance(data, dict) and data.get("version") == self.version else None
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        try:
+            atomic.write_text(path, json.dumps(data, separators=(",", ":")))
+        except OSError as exc:
+            print(f"omni-errors audit: warning: cache not written to {path}: {exc}", file=sys.stderr)

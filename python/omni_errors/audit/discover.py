@@ -48,18 +48,17 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> tuple[
         if not os.path.exists(root):
             raise AuditInputError(f"path does not exist: {given}")
         roots.append(root)
-        for path, rel in _walk(root):
+        is_file = os.path.isfile(root)
+        for path, rel in _walk(root) if not is_file else [(root, os.path.basename(root))]:
             if _excluded(rel, exclude):
                 excluded += 1
             elif path not in seen:
                 seen.add(path)
-                files.append(namer.source(root, path, rel))
+                files.append(namer.source(root, is_file, path, rel))
     return roots, files, excluded
 
 
 def _walk(root: str) -> list[tuple[str, str]]:
-    if os.path.isfile(root):
-        return [(root, os.path.basename(root))]
     out: list[tuple[str, str]] = []
     prefix = len(root.rstrip(os.sep)) + 1
     for folder, dirs, names in os.walk(root):
@@ -83,10 +82,10 @@ class _Namer:
         self.cwd = os.getcwd().rstrip(os.sep) + os.sep
         self.packages: dict[str, tuple[str, ...]] = {}
 
-    def source(self, root: str, path: str, rel: str) -> SourceFile:
+    def source(self, root: str, root_is_file: bool, path: str, rel: str) -> SourceFile:
         is_package = os.path.basename(path) == "__init__.py"
         rel_parts = rel.split("/")
-        if os.path.isfile(root):
+        if root_is_file:
             package = list(self.package_of(os.path.dirname(root)))
             key = "/".join([*package, rel])
             area = TOP
@@ -102,7 +101,7 @@ class _Namer:
         module = ".".join(package if is_package else [*package, rel_parts[-1][:-3]])
         # Relative to the working directory when inside it: what editors and CI annotations want.
         display = path[len(self.cwd) :] if path.startswith(self.cwd) else path
-        return SourceFile(path, display, key, area, module, is_package, _size(path))
+        return SourceFile(path, display, key, area, module, is_package)
 
     def package_of(self, folder: str) -> tuple[str, ...]:
         """The dotted name of `folder`, from its chain of `__init__.py` parents; () if not a package."""
@@ -115,10 +114,3 @@ class _Namer:
             name = (*(self.package_of(parent) if parent != folder else ()), os.path.basename(folder))
         self.packages[folder] = name
         return name
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

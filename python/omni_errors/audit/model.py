@@ -123,4 +123,3 @@ class SourceFile:
     area: str
     module: str
     is_package: bool  # an `__init__.py`: its relative imports start from itself
-    size: int  # bytes, to balance the work over processes

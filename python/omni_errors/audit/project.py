@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from omni_errors.audit import names as N
 from omni_errors.audit.model import FileResult, RawRaise, RawSite, Site, SourceFile
@@ -22,6 +23,27 @@ class Inventory:
     sites: list[Site] = field(default_factory=list)
     raised_classes: Counter[str] = field(default_factory=Counter)
     reraises: int = 0
+    lines: int = 0
+    unparsable: dict[str, str] = field(default_factory=dict)  # file path -> why
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sites": self.sites,
+            "raised_classes": dict(self.raised_classes),
+            "reraises": self.reraises,
+            "lines": self.lines,
+            "unparsable": self.unparsable,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Inventory:
+        return cls(
+            sites=[Site(*row) for row in data["sites"]],
+            raised_classes=Counter(data["raised_classes"]),
+            reraises=data["reraises"],
+            lines=data["lines"],
+            unparsable=data["unparsable"],
+        )
 
 
 class ClassGraph:
@@ -97,6 +119,9 @@ def build(files: list[tuple[SourceFile, FileResult]]) -> Inventory:
     inventory = Inventory()
     for source, result in files:
         inventory.reraises += result.reraises
+        inventory.lines += result.lines
+        if result.error is not None:
+            inventory.unparsable[source.path] = result.error
         raw = list(result.sites)
         for r in result.raises:
             rule, message, name = graph.classify(r)

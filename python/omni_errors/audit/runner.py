@@ -8,14 +8,12 @@ than it saves. Workers run with the garbage collector off: ASTs have no cycles a
 from __future__ import annotations
 
 import gc
+import hashlib
 import heapq
-import multiprocessing
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,10 +67,16 @@ def audit(
     roots, files, excluded = discover(paths, exclude)
     jobs = max(1, jobs or available_cpus())
     cache = ResultCache(cache_dir or default_dir(), roots) if use_cache else None
+    keys = _content_keys(files) if cache is not None else {}
+    run_key = _run_key(files, keys) if cache is not None and len(keys) == len(files) else ""
+    last = cache.last_run(run_key) if cache is not None and run_key else None
+    if last is not None:  # nothing changed since the last run
+        return _report(roots, files, project.Inventory.from_json(last), excluded, len(files), 1, started)
     results: dict[str, FileResult] = {}
     todo: list[SourceFile] = []
     for f in files:
-        hit = _cached(cache, f) if cache is not None and cache.entries else None
+        key = keys.get(f.path)
+        hit = cache.get(key) if cache is not None and key else None
         if hit is None:
             todo.append(f)
         else:
@@ -86,32 +90,59 @@ def audit(
                 cache.put(key, result)
     finally:
         bar.close()
+    inventory = project.build([(f, results[f.path]) for f in files])
     if cache is not None:
         cache.save()
-    pairs = [(f, results[f.path]) for f in files]
-    inventory = project.build(pairs)
+        if run_key:
+            cache.save_run(run_key, inventory.to_json())
+    used = jobs if len(todo) >= SERIAL_BELOW else 1
+    return _report(roots, files, inventory, excluded, len(files) - len(todo), used, started)
+
+
+def _report(
+    roots: list[str],
+    files: list[SourceFile],
+    inventory: project.Inventory,
+    excluded: int,
+    from_cache: int,
+    jobs: int,
+    started: float,
+) -> AuditReport:
+    by_path = {f.path: f for f in files}
     return AuditReport(
         roots=roots,
         files=files,
         sites=inventory.sites,
-        unparsable=[(f, r.error) for f, r in pairs if r.error is not None],
-        lines=sum(r.lines for _, r in pairs),
+        unparsable=[(by_path[path], error) for path, error in inventory.unparsable.items()],
+        lines=inventory.lines,
         reraises=inventory.reraises,
         raised_classes=dict(inventory.raised_classes.most_common()),
         excluded=excluded,
-        from_cache=len(files) - len(todo),
-        jobs=jobs if len(todo) >= SERIAL_BELOW else 1,
+        from_cache=from_cache,
+        jobs=jobs,
         seconds=time.perf_counter() - started,
     )
 
 
-def _cached(cache: ResultCache, f: SourceFile) -> FileResult | None:
-    try:
-        with open(f.path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None  # scanned again, where the error is reported
-    return cache.get(content_key(data, f.module, f.is_package, f.key_path))
+def _content_keys(files: list[SourceFile]) -> dict[str, str]:
+    """path -> content key for every readable file (an unreadable one is scanned, where it is reported)."""
+    keys = {}
+    for f in files:
+        try:
+            with open(f.path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        keys[f.path] = content_key(data, f.module, f.is_package, f.key_path)
+    return keys
+
+
+def _run_key(files: list[SourceFile], keys: dict[str, str]) -> str:
+    """Every file, as it is shown and as it is: the same key means the same report."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.display}\0{keys[f.path]}\n".encode())
+    return h.hexdigest()
 
 
 def _scan(todo: list[SourceFile], jobs: int, bar: Progress) -> Iterator[tuple[str, str, FileResult]]:
@@ -121,6 +152,10 @@ def _scan(todo: list[SourceFile], jobs: int, bar: Progress) -> Iterator[tuple[st
             yield from scan_chunk([item])
             bar.advance(1)
         return
+    import multiprocessing  # here, not at the top: a fully cached run never starts a pool
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
     chunks = _balance(todo, jobs * CHUNKS_PER_JOB)
     # fork is fastest and safe while this process has one thread; otherwise start clean interpreters.
     method = "fork" if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -142,8 +177,15 @@ def _balance(files: list[SourceFile], count: int) -> list[list[ChunkItem]]:
     """Split files into `count` chunks of similar total size, largest files first."""
     heap = [(0, i) for i in range(count)]
     chunks: list[list[ChunkItem]] = [[] for _ in range(count)]
-    for f in sorted(files, key=lambda f: f.size, reverse=True):
+    for size, f in sorted(((_size(f.path), f) for f in files), key=lambda pair: pair[0], reverse=True):
         load, i = heapq.heappop(heap)
         chunks[i].append((f.path, f.module, f.is_package, f.key_path))
-        heapq.heappush(heap, (load + f.size, i))
+        heapq.heappush(heap, (load + size, i))
     return [c for c in chunks if c]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # scanned anyway: the worker reports it
