@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+from omni_errors.rules import LazyClass
+
 __all__ = ["render_catalog"]
 
 _HEADER = """\
@@ -46,7 +48,9 @@ Notes:
 """
 
 
-def _name(cls: type[BaseException]) -> str:
+def _name(cls: type[BaseException] | LazyClass) -> str:
+    if isinstance(cls, LazyClass):
+        return cls.qualname
     if cls is asyncio.TimeoutError:
         return "asyncio.TimeoutError"  # an alias of the builtin since 3.11; named as callers spell it
     if cls.__module__ == "builtins":
