@@ -14,6 +14,7 @@ from bisect import bisect_left
 from omni_errors.audit import names as N
 from omni_errors.audit.model import RawSite
 from omni_errors.audit.scope import Scope, last_name, lookup, resolve
+from omni_errors.audit.signals import SignalHandlers
 from omni_errors.audit.source import SourceText
 
 _AST = ast.AST
@@ -34,8 +35,7 @@ class ExpressionChecks:
         self.exc_names: set[str] = set()  # exception objects visible at this point
         self.reported: set[int] = set()  # ids of exception-text nodes already reported (OE205)
         self.wrapped: set[int] = set()  # ids of calls under `asyncio.wait_for(..., timeout)`
-        self.exit_candidates: dict[str, list[RawSite]] = {}  # function -> its SystemExit raises/calls
-        self.handler_refs: list[tuple[Scope, ast.expr]] = []  # signal handlers registered in this file
+        self.signals = SignalHandlers(module)
 
     # -- helpers ---------------------------------------------------------------------------------
     def site(self, rule: str, node: Located, message: str, last_line: int | None = None) -> RawSite:
@@ -107,7 +107,7 @@ class ExpressionChecks:
             elif self.imports_zmq and (name in N.ZMQ_RECV or name in N.ZMQ_SEND):
                 self.zmq_wait(call, name)
             elif name == "add_signal_handler" and len(call.args) >= 2:
-                self.handler_refs.append((self.scope, call.args[1]))
+                self.signals.register(self.scope, call.args[1])
             elif deep and name in N.MATCH_METHODS and self.exc_text(func.value):
                 self.add("OE203", call, f"exception text tested with `.{name}()`")
             elif deep and name in N.REGEX_FUNCTIONS and any(self.exc_text(a) for a in call.args[:2]):
@@ -132,9 +132,9 @@ class ExpressionChecks:
                 frame.raised = True
             if target in N.SYSTEM_EXIT_CALLS:
                 candidate = self.site("OE302", call, f"`{target.rpartition('.')[2]}()` raises SystemExit")
-                self.exit_candidates.setdefault(self.function_key(), []).append(candidate)
+                self.signals.exit_in(self.function_key(), candidate)
         elif target == "signal.signal" and len(call.args) >= 2:
-            self.handler_refs.append((self.scope, call.args[1]))
+            self.signals.register(self.scope, call.args[1])
         elif name == "wait_for" and call.args:
             timeout = call.args[1] if len(call.args) > 1 else _keyword(call, "timeout")
             if timeout is not None and not _is_none(timeout):

@@ -43,8 +43,8 @@ exit codes:
 """
 
 
-def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `audit` on the project CLI's subparsers."""
+def add_command(sub: argparse._SubParsersAction, prog: str | None = None) -> None:  # type: ignore[type-arg]
+    """Register `audit` on the project CLI's subparsers (`prog` names it in usage lines)."""
     p = sub.add_parser(
         "audit",
         help="inventory raw raise sites and risky error handling; gate CI with a baseline",
@@ -52,6 +52,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    if prog:
+        p.prog = prog
     p.add_argument("paths", nargs="*", metavar="PATH", help="files or directories to audit")
     p.add_argument(
         "--package", action="append", default=[], metavar="NAME", help="audit an installed package (repeatable)"

@@ -7,6 +7,7 @@ the two family tables against the real classes (vLLM's modules and `omni_errors.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import re
 from http import HTTPStatus
@@ -129,3 +130,35 @@ def status_value(qualname: str) -> int | None:
         return int(HTTPStatus[last])
     match = _STARLETTE_STATUS.match(last)
     return int(match.group(1)) if match else None
+
+
+def is_route_decorator(deco: ast.expr) -> bool:
+    """`@router.post("/v1/...")`, `@app.get("/health")`: a route registration with a path."""
+    if not isinstance(deco, ast.Call) or not isinstance(deco.func, ast.Attribute) or not deco.args:
+        return False
+    path = deco.args[0]
+    return (
+        deco.func.attr in ROUTE_DECORATORS
+        and isinstance(path, ast.Constant)
+        and isinstance(path.value, str)
+        and path.value.startswith("/")
+    )
+
+
+def is_exception_annotation(node: ast.expr) -> bool:
+    """`e: Exception`, `exc: BaseException | None`, `err: "RuntimeError"`: names ending in Error/Exception."""
+    if isinstance(node, ast.BinOp):
+        return is_exception_annotation(node.left) or is_exception_annotation(node.right)
+    if isinstance(node, ast.Subscript):
+        return is_exception_annotation(node.slice)
+    if isinstance(node, ast.Tuple):
+        return any(is_exception_annotation(e) for e in node.elts)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        name = node.value.rpartition(".")[2]
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Name):
+        name = node.id
+    else:
+        return False
+    return name.endswith(("Error", "Exception"))

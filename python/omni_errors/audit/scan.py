@@ -25,8 +25,9 @@ from omni_errors.audit.visitor import FileVisitor
 # The call-based checks report only on lines holding one of these (a superset: `str.find` is ~20x
 # faster than one regex over the file); `.get`-style hits must also look like a call without a timeout.
 _NEEDLES = ("exit", "signal", "esponse", ".get", ".join", ".wait")
-# A function body whose lines hold none of these nor a hot line cannot yield a site; it is not walked.
-_BODY_NEEDLES = ("raise", "except", "Error", "Exception")
+# A function body whose lines hold none of these nor a hot line cannot yield a site or define a class
+# (the class graph records local classes too); it is not walked.
+_BODY_NEEDLES = ("raise", "except", "Error", "Exception", "class")
 _ZMQ_NEEDLES = (".recv", ".send")
 _WAIT_CALL = re.compile(r"\.(?:get|join|wait)\s*\(\s*(?:\)|#|True|block|timeout|None)")
 _IMPORTS_ZMQ = re.compile(r"^\s*(?:import|from)\s+zmq\b", re.MULTILINE)
@@ -105,7 +106,7 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
 
 def hot_lines(text: str, imports_zmq: bool) -> tuple[list[int], list[int]]:
     """Sorted line numbers that the call-based checks may report on, and those plus every line
-    mentioning raise/except/Error/Exception (where a function body can yield a site)."""
+    mentioning raise/except/Error/Exception/class (where a function body can yield a site)."""
     needles = _NEEDLES + _ZMQ_NEEDLES if imports_zmq else _NEEDLES
     hot = _lines(text, _positions(text, needles, check_waits=True))
     return hot, sorted(set(hot).union(_lines(text, _positions(text, _BODY_NEEDLES, check_waits=False))))

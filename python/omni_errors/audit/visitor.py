@@ -14,7 +14,7 @@ from typing import Any
 
 from omni_errors.audit import names as N
 from omni_errors.audit.checks import ExpressionChecks, is_error_maker, lines_between
-from omni_errors.audit.model import RawRaise
+from omni_errors.audit.model import RawRaise, RawSite
 from omni_errors.audit.scope import (
     EXCEPT,
     VALUE,
@@ -225,7 +225,7 @@ class FileVisitor(ExpressionChecks):
             return
         if target == "builtins.SystemExit":
             candidate = self.site("OE302", s, "`raise SystemExit` inside a signal handler")
-            self.exit_candidates.setdefault(self.function_key(), []).append(candidate)
+            self.signals.exit_in(self.function_key(), candidate)
         site = self.site("OE100", s, "")
         self.raises.append(
             RawRaise(site.line, site.column, site.end_line, site.scope, site.digest, site.excerpt, target, detail)
@@ -310,7 +310,7 @@ class FileVisitor(ExpressionChecks):
             parent.bind(s.name, Binding("function", full))
         for deco in s.decorator_list:
             self.expr(deco)
-        route = any(_is_route(d) for d in s.decorator_list)
+        route = any(N.is_route_decorator(d) for d in s.decorator_list)
         args = s.args
         params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
         if args.vararg is not None:
@@ -319,7 +319,7 @@ class FileVisitor(ExpressionChecks):
             params.append(args.kwarg)
         signature_end = s.body[0].lineno - 1 if s.body else s.lineno
         exc_names = (
-            {a.arg for a in params if a.annotation is not None and _is_exception_annotation(a.annotation)}
+            {a.arg for a in params if a.annotation is not None and N.is_exception_annotation(a.annotation)}
             if lines_between(self.relevant_lines, s.lineno, max(signature_end, s.lineno))
             else set()
         )
@@ -357,39 +357,14 @@ class FileVisitor(ExpressionChecks):
 
     # -- signal handlers (OE302) -----------------------------------------------------------------
     def finish_signal_handlers(self) -> None:
-        seen: set[str] = set()
-        for scope, ref in self.handler_refs:
-            for key in self.handler_keys(scope, ref):
-                if key not in seen:
-                    seen.add(key)
-                    self.sites.extend(self.exit_candidates.get(key, ()))
+        self.sites.extend(self.signals.sites(self.site_in))
 
-    def handler_keys(self, scope: Scope, ref: ast.expr) -> list[str]:
-        """The functions a handler expression names (qualified), unwrapping `functools.partial`."""
-        if type(ref) is ast.Call and last_name(ref.func) == "partial" and ref.args:
-            return self.handler_keys(scope, ref.args[0])
-        if type(ref) is ast.Lambda:
-            return [self.lambda_exits(scope, ref)]
-        if type(ref) is ast.Attribute and type(ref.value) is ast.Name and ref.value.id in ("self", "cls"):
-            owner: Scope | None = scope
-            while owner is not None and owner.kind != "class":
-                owner = owner.parent
-            return [owner.methods[ref.attr]] if owner is not None and ref.attr in owner.methods else []
-        target = resolve(scope, ref)
-        return [target] if target else []
-
-    def lambda_exits(self, scope: Scope, node: ast.Lambda) -> str:
-        key = f"{self.module}.<lambda:{node.lineno}:{node.col_offset}>"
-        saved = self.scope
-        self.scope = Scope("function", key.rpartition(".")[2], parent=scope)
+    def site_in(self, scope: Scope, node: ast.expr, message: str) -> RawSite:
+        saved, self.scope = self.scope, scope
         try:
-            for sub in ast.walk(node.body):
-                if type(sub) is ast.Call and resolve(self.scope, sub.func) in N.SYSTEM_EXIT_CALLS:
-                    site = self.site("OE302", sub, "lambda signal handler raises SystemExit")
-                    self.exit_candidates.setdefault(key, []).append(site)
+            return self.site("OE302", node, message)
         finally:
             self.scope = saved
-        return key
 
 
 def _nothing(_: ast.stmt) -> None:
@@ -412,30 +387,3 @@ def _names(target: ast.expr) -> list[str]:
     if isinstance(target, ast.Starred):
         return _names(target.value)
     return []
-
-
-def _is_route(deco: ast.expr) -> bool:
-    if type(deco) is not ast.Call or type(deco.func) is not ast.Attribute or not deco.args:
-        return False
-    path = deco.args[0]
-    return (
-        deco.func.attr in N.ROUTE_DECORATORS
-        and type(path) is ast.Constant
-        and isinstance(path.value, str)
-        and path.value.startswith("/")
-    )
-
-
-def _is_exception_annotation(node: ast.expr) -> bool:
-    """`e: Exception`, `exc: BaseException | None`, `err: "RuntimeError"`: names ending in Error/Exception."""
-    if isinstance(node, ast.BinOp):
-        return _is_exception_annotation(node.left) or _is_exception_annotation(node.right)
-    if isinstance(node, ast.Subscript):
-        return _is_exception_annotation(node.slice)
-    if isinstance(node, ast.Tuple):
-        return any(_is_exception_annotation(e) for e in node.elts)
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        name = node.value.rpartition(".")[2]
-    else:
-        name = last_name(node)
-    return name.endswith(("Error", "Exception"))
