@@ -92,3 +92,15 @@ def test_unparsable_files_are_counted_and_reported(tmp_path: Path) -> None:
     ]
     syntax_site = next(s for s in report.sites if s.path.endswith("syntax.py"))
     assert (syntax_site.line, syntax_site.column) == (1, 7)
+
+
+def test_lines_are_numbered_as_python_numbers_them(tmp_path: Path) -> None:
+    """Form feeds and U+2028 inside strings do not end a line for Python, so not for the audit."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "m.py").write_text("a = 'x\u2028y'  \x0c\nb = 1\r\nraise ValueError(a)\n", encoding="utf-8")
+    report = audit([tree], use_cache=False, jobs=1, progress=False)
+    (site,) = report.sites
+    assert (site.line, site.column, site.excerpt) == (3, 1, "raise ValueError(a)")
+    assert report.lines == 3
+

@@ -19,7 +19,7 @@ from io import BytesIO
 
 from omni_errors.audit import suppress
 from omni_errors.audit.model import FileResult, RawSite, Suppression
-from omni_errors.audit.source import SourceText, digest
+from omni_errors.audit.source import SourceText, count_lines, digest
 from omni_errors.audit.visitor import FileVisitor
 
 # The call-based checks report only on lines holding one of these (a superset: `str.find` is ~20x
@@ -93,7 +93,7 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
         visitor.sites.extend(invalid)
     return FileResult(
         module=module,
-        lines=len(source.lines),
+        lines=count_lines(text),
         sites=visitor.sites,
         raises=visitor.raises,
         classes=visitor.classes,
@@ -146,7 +146,7 @@ def _unparsable(module: str, source: SourceText, line: int, column: int, message
     site = RawSite(
         "OE000", line, max(column, 1), line, "<module>", digest(source.key_path, "", message), excerpt, message
     )
-    return FileResult(module, len(source.lines), [site], [], {}, {}, [], [], error=message)
+    return FileResult(module, count_lines(source.text), [site], [], {}, {}, [], [], error=message)
 
 
 def _decode(data: bytes) -> str:

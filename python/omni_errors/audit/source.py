@@ -10,14 +10,23 @@ import hashlib
 class SourceText:
     """The decoded lines of one file."""
 
-    __slots__ = ("key_path", "lines")
+    __slots__ = ("_lines", "key_path", "text")
 
     def __init__(self, text: str, key_path: str) -> None:
-        self.lines = text.splitlines()
+        self.text = text
         self.key_path = key_path
+        self._lines: list[str] | None = None  # split on first use: most files yield few sites
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines as `ast` numbers them: ended by LF, CRLF or CR, never by a form feed or U+2028."""
+        if self._lines is None:
+            self._lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return self._lines
 
     def line(self, number: int) -> str:
-        return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
+        lines = self.lines
+        return lines[number - 1] if 0 < number <= len(lines) else ""
 
     def column(self, number: int, byte_offset: int) -> int:
         """1-based code-point column of a UTF-8 byte offset (what `ast` gives) on line `number`."""
@@ -32,6 +41,12 @@ class SourceText:
         compact = "".join("".join(code).split())
         excerpt = code[0].strip() if code else ""
         return digest(self.key_path, scope, compact), excerpt if len(excerpt) <= 80 else excerpt[:77] + "..."
+
+
+def count_lines(text: str) -> int:
+    """Source lines as `ast` counts them (a last line without a newline counts)."""
+    ends = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return ends + (1 if text and not text.endswith(("\n", "\r")) else 0)
 
 
 def digest(key_path: str, scope: str, text: str) -> str:
