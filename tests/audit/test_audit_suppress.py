@@ -103,4 +103,3 @@ def test_lines_are_numbered_as_python_numbers_them(tmp_path: Path) -> None:
     (site,) = report.sites
     assert (site.line, site.column, site.excerpt) == (3, 1, "raise ValueError(a)")
     assert report.lines == 3
-
