@@ -9,7 +9,6 @@ rounds is the figure to read (contention only ever adds time).
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ast_parse_baseline import parse_all, python_files
 from omni_errors.audit import audit
 
 TREE = Path(__file__).resolve().parents[1] / ".cache" / "vllm-omni-0.30.0" / "vllm_omni"
@@ -32,16 +32,6 @@ def tree() -> Path:
     return TREE
 
 
-def _files(root: Path) -> list[str]:
-    return sorted(
-        os.path.join(folder, name)
-        for folder, dirs, names in os.walk(root)
-        if "__pycache__" not in folder
-        for name in names
-        if name.endswith(".py")
-    )
-
-
 def _note(benchmark: Any, **extra: object) -> None:
     benchmark.group = GROUP
     benchmark.extra_info.update(loadavg=os.getloadavg()[0], cpus=len(os.sched_getaffinity(0)), **extra)
@@ -53,15 +43,8 @@ def _cli(*args: str) -> None:
 
 
 def test_baseline_single_threaded_ast_parse(benchmark: Any, tree: Path) -> None:
-    files = _files(tree)
-
-    def parse_all() -> int:
-        for path in files:
-            with open(path, "rb") as f:
-                ast.parse(f.read())
-        return len(files)
-
-    _note(benchmark, files=benchmark.pedantic(parse_all, rounds=ROUNDS, iterations=1))
+    files = python_files(str(tree))
+    _note(benchmark, files=benchmark.pedantic(parse_all, args=(files,), rounds=ROUNDS, iterations=1))
 
 
 def test_audit_cold_in_process(benchmark: Any, tree: Path) -> None:
