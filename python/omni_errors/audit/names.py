@@ -48,7 +48,7 @@ VLLM_FAMILY_MODULES: Final = {
 }
 VLLM_FAMILY: Final = frozenset(f"{mod}.{name}" for mod, names in VLLM_FAMILY_MODULES.items() for name in names)
 
-# omni-errors' semantic types (`omni_errors.exceptions.__all__`), importable from both module paths.
+# omni-errors' semantic types (the exception classes of `omni_errors.exceptions.__all__`), under both paths.
 OMNI_TYPES: Final = (
     "GuardrailViolationError",
     "OmniClientError",
@@ -108,7 +108,7 @@ TRACEBACK_TEXT: Final = frozenset(
 MATCH_METHODS: Final = frozenset(
     {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "__contains__"}
 )
-REGEX_FUNCTIONS: Final = frozenset({"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
+REGEX_FUNCTIONS: Final = frozenset({"search", "match", "fullmatch", "findall", "finditer"})
 
 # Waits: methods that block without a deadline when called without a timeout.
 WAIT_METHODS: Final = frozenset({"get", "join", "wait"})
