@@ -68,8 +68,8 @@ fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
 		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
-lock: ## re-pin requirements.lock from pyproject.toml
-	$(UV) pip compile --quiet pyproject.toml --extra dev --python-version 3.11 \
+lock: ## re-pin requirements.lock from pyproject.toml (the dev extra, with vLLM 0.33: lock-constraints.txt)
+	$(UV) pip compile --quiet pyproject.toml --extra dev --constraint lock-constraints.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean: ## remove build outputs and the virtual environment
