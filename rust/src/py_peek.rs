@@ -61,18 +61,35 @@ pub fn new_peek<'py>(py: Python<'py>, p: &Peek) -> PyResult<Bound<'py, PyAny>> {
     let items = [
         category_str(py, p.category).clone().into_any(),
         p.fatal.into_bound_py_any(py)?,
-        p.status_code.into_bound_py_any(py)?,
+        status_int(py, p.status_code)?,
         p.stage_id.into_bound_py_any(py)?,
         p.frame_len.into_bound_py_any(py)?,
         p.rule_set.into_bound_py_any(py)?,
     ];
-    // SAFETY: PyStructSequence_New returns a new, unfilled instance of `ty` (or NULL with an
-    // exception set); each SetItem fills one of its `FIELDS.len()` slots and steals the reference.
+    let len = ffi::Py_ssize_t::try_from(FIELDS.len())?;
+    // SAFETY: this is `PyStructSequence_New` for a type with no hidden fields, without its two
+    // look-ups of the field counts in the type's dict (most of a peek's cost): a new, untracked
+    // instance of `ty` with `len` slots (or NULL with an exception set), each filled once below
+    // before anything else can see it; SET_ITEM steals the reference, as `PyStructSequence_SetItem`.
     unsafe {
-        let obj = Bound::from_owned_ptr_or_err(py, ffi::PyStructSequence_New(ty.as_type_ptr()))?;
+        let obj = ffi::_PyObject_GC_NewVar(ty.as_type_ptr(), len).cast::<ffi::PyObject>();
+        let obj = Bound::from_owned_ptr_or_err(py, obj)?;
         for (i, item) in (0..).zip(items) {
-            ffi::PyStructSequence_SetItem(obj.as_ptr(), i, item.into_ptr());
+            ffi::PyTuple_SET_ITEM(obj.as_ptr(), i, item.into_ptr());
         }
         Ok(obj)
+    }
+}
+
+/// `status` as a Python int: 400-599 are made once (the interpreter caches only up to 256).
+pub fn status_int(py: Python<'_>, status: u16) -> PyResult<Bound<'_, PyAny>> {
+    const FIRST: u16 = 400;
+    static INTS: PyOnceLock<Vec<Py<PyAny>>> = PyOnceLock::new();
+    let ints = INTS.get_or_try_init(py, || {
+        (FIRST..600).map(|s| s.into_py_any(py)).collect::<PyResult<Vec<_>>>()
+    })?;
+    match ints.get(usize::from(status.wrapping_sub(FIRST))) {
+        Some(int) => Ok(int.bind(py).clone()),
+        None => status.into_bound_py_any(py),
     }
 }

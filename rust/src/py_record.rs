@@ -123,7 +123,18 @@ macro_rules! plain_field {
         }
     )*};
 }
-plain_field!(u16, Option<u32>, bool);
+plain_field!(Option<u32>, bool);
+
+/// The one `u16` field is `status_code`: read as one of the ints made once per process.
+impl Field for u16 {
+    type View<'a> = u16;
+    fn view<'a>(&'a self, _: Python<'a>, _: Option<&'a Py<PyBytes>>) -> PyResult<u16> {
+        Ok(*self)
+    }
+    fn read<'py>(&self, py: Python<'py>, _: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+        crate::py_peek::status_int(py, *self)
+    }
+}
 
 /// Writes the class from its field list: `name: Python argument [= default] => storage = conversion;`.
 macro_rules! record_class {

@@ -199,16 +199,18 @@ fn check_len(field: &'static str, value: &str, max: usize) -> Result<(), RecordE
 /// An ASCII identifier: a letter or `_`, then letters, digits or `_` (`BadRequestError`).
 #[must_use]
 pub fn is_identifier(s: &str) -> bool {
-    // A table lookup per byte: this runs on every decode, so it is kept branch-light.
+    // A table lookup per byte, ANDed (no branch per byte): this runs on every decode.
+    const START: u8 = 2;
+    const CONTINUE: u8 = 1;
     const fn table() -> [u8; 256] {
         let mut t = [0u8; 256];
         let mut b = 0;
         while b < 256 {
             let c = b as u8;
             if c.is_ascii_alphabetic() || c == b'_' {
-                t[b] = 2; // may start an identifier
+                t[b] = START | CONTINUE;
             } else if c.is_ascii_digit() {
-                t[b] = 1; // may continue one
+                t[b] = CONTINUE;
             }
             b += 1;
         }
@@ -216,7 +218,12 @@ pub fn is_identifier(s: &str) -> bool {
     }
     static CLASS: [u8; 256] = table();
     match s.as_bytes().split_first() {
-        Some((&first, rest)) => CLASS[usize::from(first)] == 2 && rest.iter().all(|&b| CLASS[usize::from(b)] != 0),
+        Some((&first, rest)) => {
+            let all = rest.iter().fold(CLASS[usize::from(first)], |acc, &b| {
+                acc & (CLASS[usize::from(b)] | START)
+            });
+            all == START | CONTINUE
+        }
         None => false,
     }
 }

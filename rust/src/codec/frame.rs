@@ -382,10 +382,23 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Whether `bytes` is ASCII: one OR over all bytes and one test at the end, which the compiler
-/// turns into vector code (`<[u8]>::is_ascii` tests as it goes, a word at a time).
+/// Whether `bytes` is ASCII: the high bits of every 8-byte word OR-ed together and tested once at
+/// the end (no branch per byte or word); the last word overlaps the rest so no byte loop is left.
 fn is_ascii(bytes: &[u8]) -> bool {
-    bytes.iter().fold(0u8, |acc, &b| acc | b) < 0x80
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let n = bytes.len();
+    if n < 8 {
+        let half = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap_or_default());
+        return if n >= 4 {
+            (half(&bytes[..4]) | half(&bytes[n - 4..])) & 0x8080_8080 == 0
+        } else {
+            bytes.iter().fold(0u8, |acc, &b| acc | b) < 0x80
+        };
+    }
+    let chunks = bytes.chunks_exact(8);
+    let last = word(&bytes[n - 8..]);
+    chunks.fold(last, |acc, c| acc | word(c)) & HIGH == 0
 }
 
 fn truncated(field: &'static str, needed: usize, available: usize, at: usize) -> DecodeError {
