@@ -80,6 +80,8 @@ cases! {
     spaced_key: "login with password hunter2 failed" => "login with password <secret> failed";
     spaced_key_phrase: "Invalid API key 9f86d081884c7d659a2feaa0c55ad015 for org" => "Invalid API key <secret> for org";
     spaced_key_prose_kept: "password must be at least 8 characters" => "password must be at least 8 characters";
+    spaced_key_user_password: "proxy credentials jdoe:Winter2024 rejected" => "proxy credentials <secret> rejected";
+    spaced_key_host_port_kept: "token 0.0.0.0:8000 and session localhost:8080" => "token 0.0.0.0:8000 and session localhost:8080";
     glued_key: "access_token_9b2f1c7d3e4a5b6c7d8e9f0a1b2c3d4e is invalid" => "access_token_<secret> is invalid";
     glued_request_id_kept: "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7 done" => "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7 done";
     ntlm_userinfo: r"HTTP_PROXY=http://corp\jdoe:Winter24!@proxy.example.com:8080 x" => r"HTTP_PROXY=http://corp\jdoe:<secret>@proxy.example.com:8080 x";

@@ -174,8 +174,8 @@ pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
 
 /// Whether a value written after a key and a space (no separator) reads as a credential rather
 /// than the next word of a sentence, a number, a model id or code: 6+ characters, no `/`, and a
-/// symbol a password uses (`!@#$%^&*+~`), or (after any `user:`) 16+ hex digits or letters
-/// and digits only.
+/// symbol a password uses (`!@#$%^&*+~`), a `user:password` pair, or (after any `user:`) 16+
+/// hex digits or letters and digits only.
 fn reads_like_credential(v: &str) -> bool {
     if v.len() < 6 || v.contains('/') || v.starts_with(['<', '(', '[', '{']) || is_placeholder(v) {
         return false;
@@ -186,8 +186,12 @@ fn reads_like_credential(v: &str) -> bool {
     let (user, core) = v
         .rsplit_once(':')
         .map_or(("", v.as_bytes()), |(u, c)| (u, c.as_bytes()));
-    if !user.is_empty() && core.len() >= 4 && core.iter().any(u8::is_ascii_digit) {
-        return true; // `user:password`
+    // `user:password`, but not `host:port` (`0.0.0.0:8000`, `localhost:8080`): a user has a
+    // letter, and a password is not a port.
+    let port = core.len() <= 5 && core.iter().all(u8::is_ascii_digit);
+    if user.bytes().any(|c| c.is_ascii_alphabetic()) && !port && core.len() >= 4 && core.iter().any(u8::is_ascii_digit)
+    {
+        return true;
     }
     let hex = core.len() >= 16 && core.iter().all(u8::is_ascii_hexdigit);
     let letters_and_digits = core.len() >= 6
@@ -202,6 +206,14 @@ fn reads_like_credential(v: &str) -> bool {
 /// (found from the space).
 pub(crate) fn spaced_key_value(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;
+    // The value first: after most spaces of prose it is a short word, which ends the look
+    // before the key names are searched.
+    let v = i + 1;
+    let run = value_run(cx.text, v, bare);
+    let value = cx.slice(v, run).trim_end_matches(['.', ':', '!', '?']);
+    if !reads_like_credential(value) {
+        return Found::Miss;
+    }
     let mut start = super::lexicon::key_start(b, i, cx.lo);
     for _ in 0..2 {
         if start == i || is_secret_key(&b[start..i]) || start < cx.lo + 2 || b[start - 1] != b' ' {
@@ -214,12 +226,6 @@ pub(crate) fn spaced_key_value(cx: &Cx<'_>, i: usize) -> Found {
         start = earlier;
     }
     if start == i || !is_secret_key(&b[start..i]) || word_before(b, start) {
-        return Found::Miss;
-    }
-    let v = i + 1;
-    let run = value_run(cx.text, v, bare);
-    let value = cx.slice(v, run).trim_end_matches(['.', ':', '!', '?']);
-    if !reads_like_credential(value) {
         return Found::Miss;
     }
     Hit::mark_part(start, v + value.len(), v, v + value.len(), SECRET)
