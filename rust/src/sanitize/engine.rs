@@ -11,7 +11,9 @@ use std::borrow::Cow;
 use super::chars::{class_in, B64, RUN, WORD};
 use super::out::Out;
 use super::rule::{Cx, Edit, Found, Hit};
-use super::table::{Mask, Start, ALL, BYTE_MASKS, BY_BYTE, BY_START, IN_URL, MIN_RUN, RULES, RULE_COUNT};
+use super::table::{
+    Mask, Start, AFTER, ALL, AT, BEFORE, BYTE_MASKS, BY_BYTE, BY_START, IN_URL, MIN_RUN, RULES, RULE_COUNT,
+};
 
 /// Where a pass runs: on public text, or on the parts of a URL.
 #[derive(Clone, Copy)]
@@ -54,7 +56,19 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
             i += 1;
             continue;
         }
-        let mask = (BY_BYTE[usize::from(b[i])] & rules) | run_rules;
+        let (before, after) = (
+            if i == 0 { b' ' } else { b[i - 1] },
+            b.get(i + 1).copied().unwrap_or(b' '),
+        );
+        // The rules' conditions on the bytes around `i`, for all rules at once.
+        let mask = ((BY_BYTE[usize::from(b[i])] & rules) | run_rules)
+            & AT[usize::from(b[i])]
+            & BEFORE[usize::from(before)]
+            & AFTER[usize::from(after)];
+        if mask == 0 {
+            i += 1;
+            continue;
+        }
         let cx = Cx {
             text,
             b,
@@ -158,23 +172,17 @@ fn url_parts(s: &str) -> Cow<'_, str> {
     apply(s, Scope::Url)
 }
 
-/// The winning match among the rules of `mask` at trigger `i`: the earliest start, then the
-/// earliest rule.
+/// The winning match among the rules of `mask` (whose byte conditions hold at `i`) at trigger
+/// `i`: the earliest start, then the earliest rule.
 fn best_hit(cx: &Cx<'_>, i: usize, mut mask: Mask, not_before: &mut [usize; RULE_COUNT]) -> Option<Hit> {
     let mut best: Option<Hit> = None;
-    let b = cx.b;
-    let (before, after) = (
-        if i == 0 { b' ' } else { b[i - 1] },
-        b.get(i + 1).copied().unwrap_or(b' '),
-    );
     while mask != 0 {
         let r = mask.trailing_zeros() as usize;
         mask &= mask - 1;
-        let rule = &RULES[r];
-        if not_before[r] > i || !rule.at.has(b[i]) || !rule.before.has(before) || !rule.after.has(after) {
+        if not_before[r] > i {
             continue;
         }
-        match (rule.find)(cx, i) {
+        match (RULES[r].find)(cx, i) {
             Found::Hit(hit) if hit.start >= cx.lo && hit.end > i => {
                 if best.as_ref().map_or(true, |b| hit.start < b.start) {
                     best = Some(hit);

@@ -130,14 +130,19 @@ impl ByteSet {
         ByteSet([a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]])
     }
 
+    /// The bytes of this set that are not in `other`.
+    pub const fn without(self, other: ByteSet) -> ByteSet {
+        let (a, b) = (self.0, other.0);
+        ByteSet([a[0] & !b[0], a[1] & !b[1], a[2] & !b[2], a[3] & !b[3]])
+    }
+
     /// The non-ASCII bytes of the set.
     pub const fn not_ascii(self) -> ByteSet {
         ByteSet([0, 0, self.0[2], self.0[3]])
     }
 
     /// Whether `c` is in the set.
-    #[inline]
-    pub fn has(&self, c: u8) -> bool {
-        self.0[usize::from(c >> 6)] >> (c & 63) & 1 == 1
+    pub const fn has(&self, c: u8) -> bool {
+        self.0[(c >> 6) as usize] >> (c & 63) & 1 == 1
     }
 }

@@ -11,8 +11,8 @@ use super::paths::{
 };
 use super::rule::{ByteSet, Matcher};
 use super::secrets::{bare_scheme, flag, hook, key_value, pydantic, spaced_key_value};
-use super::tokens::FIRST_BYTES;
 use super::tokens::{glued, jwt, known, opaque};
+use super::tokens::{FIRST_BYTES, SECOND_BYTES};
 
 /// What makes the engine try a rule at a byte.
 #[derive(Clone, Copy)]
@@ -115,15 +115,20 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
     rule("env_path", Bytes(b"%$"), false, env).after(LETTERS.or(ByteSet::of(b"_{"))),
     rule("home_path", Bytes(b"~"), false, home).after(ALNUM.or(ByteSet::of(b"/_.-"))),
     rule("dot_path", Bytes(b"."), false, dot).after(ByteSet::of(b"./")),
-    rule("hidden_path", Bytes(b"."), false, hidden).after(ALNUM.or(ByteSet::of(b"_-"))),
+    rule("hidden_path", Bytes(b"."), false, hidden)
+        .before(ByteSet::ANY.without(ALNUM.or(ByteSet::of(b"._"))))
+        .after(ALNUM.or(ByteSet::of(b"_-"))),
     rule("packages_path", Bytes(b"/"), false, packages).before(ByteSet::of(b"s")),
     rule("hf_cache_path", Bytes(b"-"), false, hf_cache)
         .before(ByteSet::of(b"s"))
         .after(ByteSet::of(b"-")),
     rule("relative_file", Bytes(b"/"), false, relative_file).before(ByteSet::class(chars::FILE)),
     rule("jwt", Run(Word), true, jwt).at(ByteSet::of(b"e")),
-    rule("known_token", Run(Word), true, known).at(FIRST_BYTES),
-    rule("glued_secret", Run(Word), true, glued),
+    rule("known_token", Run(Word), true, known)
+        .at(FIRST_BYTES)
+        .after(SECOND_BYTES),
+    // Key names are 2+ letters long: a one-letter word (`a.b.c`) starts no glued credential.
+    rule("glued_secret", Run(Word), true, glued).after(ALNUM.or(ByteSet::of(b"_-"))),
     rule("webhook", Bytes(b"/"), true, hook).before(ByteSet::of(b"mgMG")),
     rule("cli_flag", Bytes(b"-"), true, flag).after(ByteSet::of(b"-")),
     rule("key_value", Bytes(b":=,\xEF"), true, key_value).before(
@@ -141,7 +146,7 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
     rule("ipv6", Bytes(b":"), true, ipv6).before(ALNUM),
     rule("hex_address", Bytes(b"xX"), true, hex_addr).before(ByteSet::of(b"0")),
     rule("decimal_address", Run(Number), true, decimal_addr),
-    rule("opaque_token", Run(Base64), true, opaque),
+    rule("opaque_token", Run(Base64), true, opaque).after(ByteSet::class(chars::B64)),
 ];
 
 pub(crate) const RULE_COUNT: usize = 34;
@@ -152,11 +157,16 @@ pub(crate) static RULES: [Rule; RULE_COUNT] = RULES_CONST;
 /// A set of rules, one bit per row of [`RULES`] (bit order is priority order).
 pub(crate) type Mask = u64;
 
-/// The rule masks derived from the table: per trigger byte, per run start, inside URLs.
+/// The rule masks derived from the table: per trigger byte, per run start, inside URLs, and per
+/// byte the rules whose conditions on the trigger byte, the byte before and the byte after it
+/// admit that byte.
 struct Masks {
     by_byte: [Mask; 256],
     by_start: [Mask; 4],
     in_url: Mask,
+    at: [Mask; 256],
+    before: [Mask; 256],
+    after: [Mask; 256],
 }
 
 const fn masks() -> Masks {
@@ -164,10 +174,27 @@ const fn masks() -> Masks {
         by_byte: [0; 256],
         by_start: [0; 4],
         in_url: 0,
+        at: [0; 256],
+        before: [0; 256],
+        after: [0; 256],
     };
     let mut r = 0;
     while r < RULE_COUNT {
         let bit = 1 << r;
+        let mut c = 0;
+        while c < 256 {
+            let rule = &RULES_CONST[r];
+            if rule.at.has(c as u8) {
+                m.at[c] |= bit;
+            }
+            if rule.before.has(c as u8) {
+                m.before[c] |= bit;
+            }
+            if rule.after.has(c as u8) {
+                m.after[c] |= bit;
+            }
+            c += 1;
+        }
         match RULES_CONST[r].trigger {
             Bytes(list) => {
                 let mut k = 0;
@@ -195,6 +222,11 @@ pub(crate) static BY_BYTE: [Mask; 256] = BYTE_MASKS;
 pub(crate) const BY_START: [Mask; 4] = MASKS.by_start;
 /// The rules that apply inside a URL.
 pub(crate) const IN_URL: Mask = MASKS.in_url;
+/// Per byte, the rules that may trigger at it ([`Rule::at`]), right after it ([`Rule::before`])
+/// and right before it ([`Rule::after`]).
+pub(crate) static AT: [Mask; 256] = MASKS.at;
+pub(crate) static BEFORE: [Mask; 256] = MASKS.before;
+pub(crate) static AFTER: [Mask; 256] = MASKS.after;
 /// Every rule.
 pub(crate) const ALL: Mask = if RULE_COUNT == 64 {
     Mask::MAX

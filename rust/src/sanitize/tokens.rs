@@ -168,6 +168,24 @@ static BY_FIRST: [u64; 256] = {
     t
 };
 
+/// The bytes that follow the first byte of a well-known format (every prefix is 2+ bytes long):
+/// the engine does not try the formats at a word start followed by anything else.
+pub(crate) const SECOND_BYTES: ByteSet = {
+    let mut set = ByteSet::of(b"");
+    let mut k = 0;
+    while k < FORMAT_COUNT {
+        let mut p = 0;
+        while p < FORMATS[k].prefixes.len() {
+            let prefix = FORMATS[k].prefixes[p].as_bytes();
+            assert!(prefix.len() >= 2, "a format prefix is at least two bytes long");
+            set = set.or(ByteSet::of(prefix.split_at(2).0.split_at(1).1));
+            p += 1;
+        }
+        k += 1;
+    }
+    set
+};
+
 /// The bytes a well-known format starts with.
 pub(crate) const FIRST_BYTES: ByteSet = {
     let mut set = ByteSet::of(b"");
