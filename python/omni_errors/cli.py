@@ -15,11 +15,8 @@ from collections.abc import Sequence
 def _bench(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    try:
-        from omni_errors import bench
-    except ImportError as exc:  # the baselines come with the `bench` extra
-        print(f"omni-errors bench needs the bench extra ({exc.name} is missing): pip install 'omni-errors[bench]'")
-        return 2
+    from omni_errors import bench  # a missing baseline (the `bench` extra) is reported by `main`
+
     print("omni-errors codec benchmarks (best of 5, ns per item; ratio < 1 means omni-errors is faster)\n", flush=True)
     text, met = bench.codec_table()
     print(text, flush=True)
