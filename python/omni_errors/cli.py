@@ -58,7 +58,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "bench", help="print the codec (msgspec, msgpack, cloudpickle) and sanitizer (vLLM) ratio tables"
     )
     bench.add_argument("--strict", action="store_true", help="exit 1 when a DESIGN.md target is missed")
-    bench.add_argument("--codec-only", action="store_true", help="skip the sanitizer table (it takes about a minute)")
+    bench.add_argument(
+        "--codec-only", action="store_true", help="skip the sanitizer table (it takes two to five minutes)"
+    )
     bench.add_argument(
         "--corpus", action="append", metavar="JSONL", help="a labelled sanitizer corpus (default: dev and realistic)"
     )
