@@ -35,8 +35,9 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 
 test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite
 
-test-rust: ## cargo tests of the pure-Rust core (no interpreter needed)
+test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
 	$(CARGO) test --no-default-features --quiet
+	$(CARGO) test --lib --quiet py_
 
 test-python: build audit-corpus ## the pytest suite
 	$(BIN)/python -m pytest
@@ -65,6 +66,10 @@ format: setup ## apply rustfmt and ruff formatting
 
 fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@# The decoder's seeds: the valid test vectors (random bytes rarely get past the header).
+	@mkdir -p rust/fuzz/corpus/decode && $(PYTHON) -c "import json, pathlib; \
+		[pathlib.Path('rust/fuzz/corpus/decode', v['name']).write_bytes(bytes.fromhex(v['hex'])) \
+		for v in json.load(open('tests/vectors/frames.json'))['valid']]"
 	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
 		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 

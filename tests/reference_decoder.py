@@ -1,7 +1,8 @@
-"""An independent decoder for frame v1, written from docs/wire-format.md (tests only).
+"""An independent decoder for frame 1.x, written from docs/wire-format.md (tests only).
 
 It shares no code with the Rust decoder, so agreement between the two checks the specification
-as much as either implementation. It returns a plain dict, or raises `ReferenceDecodeError`.
+as much as either implementation. It returns a plain dict (and the header's rule set), or raises
+`ReferenceDecodeError`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import re
 import struct
 from typing import Any
 
-HEADER = struct.Struct("<2sBBIHBBHH")
+HEADER = struct.Struct("<2sBBIHBBHH")  # magic, major, minor, frame_len, status, flags, reserved, stage, rule_set
 LIMITS = {"message": 4096, "error_type": 64, "parameter": 128, "request_id": 256}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -29,16 +30,22 @@ def crc32c(data: bytes) -> int:
 
 
 def decode(buf: bytes) -> dict[str, Any]:
+    """The record of the one frame filling `buf`."""
+    return decode_frame(buf)[0]
+
+
+def decode_frame(buf: bytes) -> tuple[dict[str, Any], int]:
+    """The record of the one frame filling `buf`, and the sanitizer rule set its header records."""
     if len(buf) < 16:
         raise ReferenceDecodeError("truncated header")
-    magic, major, _minor, frame_len, status, flags, res8, stage, res16 = HEADER.unpack_from(buf)
+    magic, major, _minor, frame_len, status, flags, res8, stage, rule_set = HEADER.unpack_from(buf)
     if magic != b"OE":
         raise ReferenceDecodeError("bad magic")
     if major != 1:
         raise ReferenceDecodeError("unsupported major version")
     if not 24 <= frame_len <= 65536:
         raise ReferenceDecodeError("bad frame length")
-    if flags & 0xE0 or res8 or res16:
+    if flags & 0xE0 or res8:
         raise ReferenceDecodeError("reserved bits")
     if not flags & 0x04 and stage:
         raise ReferenceDecodeError("stage id without flag")
@@ -90,7 +97,7 @@ def decode(buf: bytes) -> dict[str, Any]:
         raise ReferenceDecodeError("error_type not an identifier")
     if record["stage_id"] is not None and record["stage_id"] > 65534:
         raise ReferenceDecodeError("stage id out of range")
-    return record
+    return record, rule_set
 
 
 def encode_extension(frame: bytes, tag: int, value: bytes) -> bytes:
@@ -106,10 +113,12 @@ def reseal(body: bytes) -> bytes:
     return body + struct.pack("<I", crc32c(body))
 
 
-def encode(record: dict[str, Any]) -> bytes:
+def encode(record: dict[str, Any], *, rule_set: int = 0, minor: int = 1) -> bytes:
     """Encodes a record dict exactly as the specification says, with no validation or sanitizing.
 
-    Tests use it to build frames the Rust encoder refuses to write (raw secrets, bad invariants).
+    `rule_set` is what the header claims about the text (0: not recorded, as a 1.0 writer or a
+    foreign encoder writes). Tests use it to build frames the Rust encoder refuses to write (raw
+    secrets, bad invariants, a false claim of having been sanitized, older rule sets).
     """
     flags = (
         (0x01 if record["category"] == "server" else 0)
@@ -125,5 +134,7 @@ def encode(record: dict[str, Any]) -> bytes:
             raw = value.encode("utf-8")
             body += struct.pack("<H", len(raw)) + raw
     frame_len = 16 + len(body) + 4
-    header = HEADER.pack(b"OE", 1, 0, frame_len, record["status_code"], flags, 0, record.get("stage_id") or 0, 0)
+    header = HEADER.pack(
+        b"OE", 1, minor, frame_len, record["status_code"], flags, 0, record.get("stage_id") or 0, rule_set
+    )
     return reseal(header + bytes(body))

@@ -161,15 +161,26 @@ def test_encode_into_refuses_bad_destinations() -> None:
 
 
 def test_peek_reads_the_header_only() -> None:
-    assert oe.peek(FRAME) == ("server", True, 500, 1)
+    assert oe.peek(FRAME) == ("server", True, 500, 1, len(FRAME), oe.RULE_SET)
     client = oe.encode(OmniErrorDetails("x", "client", 404, "NotFoundError"))
-    assert oe.peek(client) == ("client", False, 404, None)
+    assert oe.peek(client) == ("client", False, 404, None, len(client), oe.RULE_SET)
     # peek trusts the header: a corrupted string is only caught by decode.
     corrupted = bytearray(FRAME)
     corrupted[20] ^= 1
-    assert oe.peek(corrupted) == ("server", True, 500, 1)
+    assert oe.peek(corrupted) == ("server", True, 500, 1, len(FRAME), oe.RULE_SET)
     with pytest.raises(DecodeError, match="checksum"):
         oe.decode(corrupted)
+
+
+def test_peek_is_a_named_tuple_whose_frame_len_walks_a_batch() -> None:
+    head = oe.peek(FRAME)
+    assert isinstance(head, oe.Peek) and isinstance(head, tuple)
+    assert (head.category, head.fatal, head.status_code, head.stage_id) == ("server", True, 500, 1)
+    assert (head.frame_len, head.rule_set) == (len(FRAME), oe.RULE_SET)
+    assert repr(head).startswith("omni_errors.Peek(category='server', fatal=True, status_code=500")
+    batch = memoryview(FRAME + oe.encode(RECORD.replace(stage_id=2)))
+    second = oe.peek(batch[oe.peek(batch).frame_len :])
+    assert second.stage_id == 2
 
 
 def test_peek_refuses_truncated_and_foreign_headers() -> None:
@@ -197,6 +208,15 @@ def test_decode_many_reports_absolute_offset() -> None:
     assert info.value.offset == len(first)
     with pytest.raises(DecodeError, match="field `header`"):
         oe.decode_many(FRAME + FRAME[:5])
+
+
+def test_decoded_records_keep_their_frame_and_make_strings_when_read() -> None:
+    record = oe.decode(bytearray(FRAME))
+    assert record.message is record.message
+    assert record == RECORD and hash(record) == hash(RECORD)
+    assert oe.encode(record) == FRAME
+    many = oe.decode_many(FRAME * 3)
+    assert [r.request_id for r in many] == ["req-9"] * 3
 
 
 def test_decode_without_sanitizing_keeps_peer_text() -> None:

@@ -36,7 +36,14 @@ def test_round_trip(record: OmniErrorDetails) -> None:
     frame = oe.encode(record)
     assert oe.decode(frame) == record
     assert oe.decode(frame, sanitize=False) == record
-    assert oe.peek(frame) == (record.category, record.fatal, record.status_code, record.stage_id)
+    assert oe.peek(frame) == (
+        record.category,
+        record.fatal,
+        record.status_code,
+        record.stage_id,
+        len(frame),
+        oe.RULE_SET,
+    )
     assert oe.decode_many(frame * 3) == [record] * 3
 
 

@@ -216,6 +216,14 @@ def test_own_cases_score() -> None:
     _assert_scores(score.score(sanitize, cases, timeout=30, passes=0))
 
 
+def test_realistic_corpus_scores() -> None:
+    """Real error text from vLLM and vLLM-Omni threads (each case cites its source)."""
+    score = _load_score()
+    cases = score.load_corpus(str(REPO / "tests" / "sanitizer" / "realistic.jsonl"))
+    assert all(c["source"].startswith("https://github.com/") for c in cases)
+    _assert_scores(score.score(sanitize, cases, timeout=30, passes=0))
+
+
 def test_dev_corpus_is_idempotent() -> None:
     path = SHARED / "dev.jsonl.gz"
     if not path.exists():

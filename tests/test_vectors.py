@@ -8,8 +8,9 @@ from typing import Any
 
 import omni_errors as oe
 import pytest
-from reference_decoder import ReferenceDecodeError
+from reference_decoder import ReferenceDecodeError, decode_frame
 from reference_decoder import decode as reference_decode
+from reference_decoder import encode as reference_encode
 from vectors.generate import build
 
 VECTORS: dict[str, Any] = json.loads(Path(__file__).with_name("vectors").joinpath("frames.json").read_text("utf-8"))
@@ -23,9 +24,14 @@ def test_committed_vectors_match_the_generator() -> None:
 def test_valid_vector(vector: dict[str, Any]) -> None:
     frame = bytes.fromhex(vector["hex"])
     assert oe.decode(frame).to_dict() == vector["record"]
-    assert reference_decode(frame) == vector["record"]
-    if vector["name"] != "unknown_extension_skipped":
-        assert oe.encode(oe.OmniErrorDetails(**vector["record"])) == frame
+    assert oe.decode(frame, sanitize=False).rule_set == oe.peek(frame).rule_set == vector["rule_set"]
+    assert decode_frame(frame) == (vector["record"], vector["rule_set"])
+
+
+@pytest.mark.parametrize("vector", VECTORS["valid"], ids=lambda v: v["name"])
+def test_the_encoder_writes_what_the_specification_says(vector: dict[str, Any]) -> None:
+    record = oe.OmniErrorDetails(**vector["record"])
+    assert oe.encode(record) == reference_encode(vector["record"], rule_set=oe.RULE_SET)
 
 
 @pytest.mark.parametrize("vector", VECTORS["invalid"], ids=lambda v: v["name"])

@@ -40,7 +40,13 @@ from omni_errors._native import (
     MAX_STAGE_ID as MAX_STAGE_ID,
 )
 from omni_errors._native import (
+    RULE_SET as RULE_SET,
+)
+from omni_errors._native import (
     OmniErrorDetails as OmniErrorDetails,
+)
+from omni_errors._native import (
+    Peek as Peek,
 )
 from omni_errors._native import (
     __version__ as __version__,
@@ -120,12 +126,14 @@ _EAGER = [
     "MAX_PARAMETER_LEN",
     "MAX_REQUEST_ID_LEN",
     "MAX_STAGE_ID",
+    "RULE_SET",
     "CodecError",
     "DecodeError",
     "EncodeError",
     "InvalidRecordError",
     "OmniErrorDetails",
     "OmniErrorsError",
+    "Peek",
     "__version__",
     "decode",
     "decode_many",

@@ -2,11 +2,14 @@
 
 from typing import Any, Final, Literal, SupportsIndex, final
 
+from _typeshed import structseq
 from typing_extensions import Buffer, Self
 
 __version__: Final[str]
 FRAME_MAJOR: Final[int]
 FRAME_MINOR: Final[int]
+RULE_SET: Final[int]
+"""The sanitizer rule set of this build; frames record the rule set that cleaned their text."""
 MAX_FRAME_LEN: Final[int]
 MAX_MESSAGE_LEN: Final[int]
 MAX_ERROR_TYPE_LEN: Final[int]
@@ -24,6 +27,8 @@ class OmniErrorDetails:
     `server` 500-599; `fatal` only for `server`; `error_type` is an ASCII identifier; strings are
     bounded (`MAX_*_LEN`, in UTF-8 bytes); `0 <= stage_id <= MAX_STAGE_ID`. `message` and
     `parameter` pass through `sanitize` (an over-long message is truncated with a marker).
+
+    A record decoded from a frame keeps the frame and makes each string when it is first read.
 
     Raises:
         InvalidRecordError: a field breaks an invariant; `.field` names it.
@@ -57,6 +62,11 @@ class OmniErrorDetails:
     def stage_id(self) -> int | None: ...
     @property
     def fatal(self) -> bool: ...
+    @property
+    def rule_set(self) -> int:
+        """The sanitizer rule set that cleaned `message` and `parameter`: `RULE_SET` for a record
+        built here, the frame's for one decoded from a frame of this rule set or with
+        `sanitize=False`. Written into the record's frame."""
     def replace(self, **changes: Any) -> Self:
         """A copy with `changes` applied, validated and sanitized like a new record."""
     def to_dict(self) -> dict[str, Any]:
@@ -84,23 +94,55 @@ def encode_into(details: OmniErrorDetails, buffer: Buffer, /, offset: int = 0) -
         EncodeError: the buffer is read-only, not contiguous, or too small from `offset`.
     """
 
-def decode(buffer: Buffer, /, *, sanitize: bool = True) -> OmniErrorDetails:
-    """Decode exactly one frame that fills `buffer`, without copying the buffer.
+def decode(buffer: Buffer, /, *, sanitize: bool | None = None) -> OmniErrorDetails:
+    """Decode exactly one frame that fills `buffer`, validating every field.
 
     Args:
         buffer: bytes, bytearray, memoryview (e.g. over `SharedMemory.buf`), `zmq.Frame`, mmap.
-        sanitize: re-apply the sanitizer to `message` and `parameter` (a peer may be older or buggy).
+            The record keeps `buffer` when it is `bytes`, else one copy of it; its strings are
+            made from it when first read.
+        sanitize: whether `message` and `parameter` go through this build's sanitizer again.
+            `None` (default): only when the frame was cleaned by another rule set than
+            `RULE_SET` (older, newer, or not recorded). `True`: always (a peer you do not
+            trust to be this library). `False`: never (the text is kept as the peer wrote it).
 
     Raises:
         DecodeError: truncated, foreign, corrupted, unsupported-version, invalid or trailing bytes;
             `.offset` is the byte position and `.field` the frame field.
     """
 
-def decode_many(buffer: Buffer, /, *, sanitize: bool = True) -> list[OmniErrorDetails]:
-    """Decode back-to-back frames filling `buffer`; the first bad frame raises `DecodeError`."""
+def decode_many(buffer: Buffer, /, *, sanitize: bool | None = None) -> list[OmniErrorDetails]:
+    """Decode back-to-back frames filling `buffer`, each validated as by `decode`.
 
-def peek(buffer: Buffer, /) -> tuple[_Category, bool, int, int | None]:
-    """`(category, fatal, status_code, stage_id)` from the 16-byte header, in O(1).
+    The records share one copy of `buffer` (none when it is `bytes`); a record kept alive keeps
+    that buffer alive.
+
+    Raises:
+        DecodeError: the first bad frame; `.offset` is counted from the start of `buffer`.
+    """
+
+@final
+class Peek(structseq[Any], tuple[_Category, bool, int, int | None, int, int]):
+    """A frame header, as `peek` reads it: a named tuple."""
+
+    __match_args__: Final = ("category", "fatal", "status_code", "stage_id", "frame_len", "rule_set")
+    @property
+    def category(self) -> _Category: ...
+    @property
+    def fatal(self) -> bool: ...
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def stage_id(self) -> int | None: ...
+    @property
+    def frame_len(self) -> int:
+        """Bytes in the whole frame (the next frame of a batch starts there)."""
+    @property
+    def rule_set(self) -> int:
+        """The sanitizer rule set that cleaned the frame's text (0: not recorded)."""
+
+def peek(buffer: Buffer, /) -> Peek:
+    """`Peek(category, fatal, status_code, stage_id, frame_len, rule_set)` from the 16-byte header, in O(1).
 
     Checks magic, version, length and header invariants but not the checksum: use it to route,
     and `decode` to trust.

@@ -13,11 +13,19 @@ from collections.abc import Sequence
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from omni_errors import bench
+    from pathlib import Path
+
+    from omni_errors import bench  # a missing baseline (the `bench` extra) is reported by `main`
 
     print("omni-errors codec benchmarks (best of 5, ns per item; ratio < 1 means omni-errors is faster)\n", flush=True)
-    text, met = bench.table()
-    print(text)
+    text, met = bench.codec_table()
+    print(text, flush=True)
+    if not args.codec_only:
+        print("\nsanitizer against vLLM's sanitize_message, case by case (ratio: times faster)\n", flush=True)
+        corpora = [Path(p) for p in args.corpus] if args.corpus else bench.sanitizer.DEFAULT_CORPORA
+        text, sanitizer_met = bench.sanitizer_table(corpora)
+        print(text)
+        met &= sanitizer_met
     print("\nevery target met" if met else "\nsome targets missed (marked NO)")
     return 1 if args.strict and not met else 0
 
@@ -46,8 +54,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    bench = sub.add_parser("bench", help="print the codec ratio table against msgspec, msgpack and cloudpickle")
+    bench = sub.add_parser(
+        "bench", help="print the codec (msgspec, msgpack, cloudpickle) and sanitizer (vLLM) ratio tables"
+    )
     bench.add_argument("--strict", action="store_true", help="exit 1 when a DESIGN.md target is missed")
+    bench.add_argument(
+        "--codec-only", action="store_true", help="skip the sanitizer table (it takes two to five minutes)"
+    )
+    bench.add_argument(
+        "--corpus", action="append", metavar="JSONL", help="a labelled sanitizer corpus (default: dev and realistic)"
+    )
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
     catalog.set_defaults(func=_catalog)

@@ -5,6 +5,7 @@ use std::hint::black_box;
 
 use _native::codec::{decode, encode_into, encoded_len, peek, Frames};
 use _native::record::{Category, Details};
+use _native::sanitize::RULE_SET;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn record() -> Details {
@@ -24,14 +25,14 @@ fn bench(c: &mut Criterion) {
     let d = record();
     let r = d.as_ref();
     let mut frame = vec![0; encoded_len(&r)];
-    let _ = encode_into(&r, &mut frame);
+    let _ = encode_into(&r, RULE_SET, &mut frame);
     let mut g = c.benchmark_group("codec");
     g.bench_function("encode_into", |b| {
         let mut out = vec![0; frame.len()];
-        b.iter(|| encode_into(black_box(&r), &mut out));
+        b.iter(|| encode_into(black_box(&r), RULE_SET, &mut out));
     });
     g.bench_function("decode", |b| {
-        b.iter(|| decode(black_box(&frame)).map(|d| d.status_code));
+        b.iter(|| decode(black_box(&frame)).map(|d| d.details.status_code));
     });
     g.bench_function("peek", |b| b.iter(|| peek(black_box(&frame)).map(|p| p.status_code)));
     g.bench_function("crc32c floor", |b| b.iter(|| crc32c::crc32c(black_box(&frame))));

@@ -13,6 +13,8 @@ mod py_codec;
 #[cfg(feature = "python")]
 mod py_errors;
 #[cfg(feature = "python")]
+mod py_peek;
+#[cfg(feature = "python")]
 mod py_record;
 #[cfg(feature = "python")]
 mod py_sanitize;
@@ -33,6 +35,8 @@ mod _native {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add("FRAME_MAJOR", crate::codec::MAJOR)?;
         m.add("FRAME_MINOR", crate::codec::MINOR)?;
+        m.add("RULE_SET", crate::sanitize::RULE_SET)?;
+        m.add("Peek", crate::py_peek::peek_type(m.py())?)?;
         m.add("MAX_FRAME_LEN", crate::codec::MAX_FRAME_LEN)?;
         m.add("MAX_MESSAGE_LEN", crate::record::MAX_MESSAGE_LEN)?;
         m.add("MAX_ERROR_TYPE_LEN", crate::record::MAX_ERROR_TYPE_LEN)?;

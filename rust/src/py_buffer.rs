@@ -5,7 +5,26 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::py_errors::{bad_destination, bad_source};
+/// A Python object that cannot lend its bytes the way a call needs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferError {
+    /// The object to read from (`decode`) is not a contiguous byte buffer.
+    Source(&'static str),
+    /// The object to write into (`encode_into`) is not a writable, contiguous byte buffer.
+    Destination(&'static str),
+}
+
+impl std::fmt::Display for BufferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BufferError::Source(why) => write!(f, "source buffer {why}"),
+            BufferError::Destination(why) => write!(f, "destination buffer {why}"),
+        }
+    }
+}
+
+const NOT_A_BUFFER: &str = "does not support the buffer protocol as bytes";
+const NOT_CONTIGUOUS: &str = "is not C-contiguous";
 
 /// Runs `f` over the bytes of `obj`.
 ///
@@ -15,9 +34,9 @@ pub fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R
     if let Ok(bytes) = obj.cast::<PyBytes>() {
         return f(bytes.as_bytes());
     }
-    let buf = PyBuffer::<u8>::get(obj).map_err(|_| bad_source("does not support the buffer protocol as bytes"))?;
+    let buf = PyBuffer::<u8>::get(obj).map_err(|_| BufferError::Source(NOT_A_BUFFER))?;
     if !buf.is_c_contiguous() {
-        return Err(bad_source("is not C-contiguous"));
+        return Err(BufferError::Source(NOT_CONTIGUOUS).into());
     }
     // SAFETY: the view is C-contiguous, holds `len_bytes()` bytes of u8, and `buf` keeps it alive
     // until after `f` returns.
@@ -25,14 +44,23 @@ pub fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R
     f(slice)
 }
 
+/// The bytes of `obj` as an immutable `bytes` object: `obj` itself when it is one, else a copy
+/// (decoded records point into it, so it must not change under them).
+pub fn frozen_bytes<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(bytes) = obj.cast::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    with_bytes(obj, |slice| Ok(PyBytes::new(obj.py(), slice)))
+}
+
 /// Runs `f` over the writable bytes of `obj`.
 pub fn with_bytes_mut<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&mut [u8]) -> PyResult<R>) -> PyResult<R> {
-    let buf = PyBuffer::<u8>::get(obj).map_err(|_| bad_destination("does not support the buffer protocol as bytes"))?;
+    let buf = PyBuffer::<u8>::get(obj).map_err(|_| BufferError::Destination(NOT_A_BUFFER))?;
     if buf.readonly() {
-        return Err(bad_destination("is read-only"));
+        return Err(BufferError::Destination("is read-only").into());
     }
     if !buf.is_c_contiguous() {
-        return Err(bad_destination("is not C-contiguous"));
+        return Err(BufferError::Destination(NOT_CONTIGUOUS).into());
     }
     // SAFETY: as in `with_bytes`, and the exporter declared the view writable.
     let slice = unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr().cast::<u8>(), buf.len_bytes()) };

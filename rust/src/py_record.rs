@@ -1,5 +1,15 @@
 //! `OmniErrorDetails`: the frozen Python class over the record. Glue only: invariants live in
-//! `record`, text rules in `sanitize`.
+//! `record`, text rules in `sanitize`, the frame in `codec`.
+//!
+//! The eight fields are listed once, in the `record_class!` invocation below: it writes the
+//! struct, the constructor and its signature, the getters, the field names and the views the
+//! rest of this file works from. A decoded record keeps its frame and makes each string when it
+//! is first read, so decoding costs no string until someone looks.
+
+// Clippy reads the code PyO3 generates for `#[classmethod]` through the macro as if it were ours.
+#![allow(clippy::borrow_as_ptr, clippy::ptr_as_ptr, clippy::ref_as_ptr)]
+
+use std::hash::{Hash, Hasher};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -8,255 +18,357 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
-use crate::codec;
-use crate::py_sanitize;
+use crate::codec::{self, Decoded};
 use crate::record::{
     check_stage_id, check_status, Category, DetailsRef, RecordError, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
 };
-use crate::sanitize;
+use crate::sanitize::{self, RULE_SET};
 
-const FIELDS: [&str; 8] = [
-    "message",
-    "category",
-    "status_code",
-    "error_type",
-    "parameter",
-    "request_id",
-    "stage_id",
-    "fatal",
-];
-
-/// A validated, sanitized error record. Frozen, hashable, comparable, picklable.
-#[pyclass(frozen, name = "OmniErrorDetails", module = "omni_errors")]
-pub struct PyDetails {
-    #[pyo3(get)]
-    message: Py<PyString>,
-    category: Category,
-    #[pyo3(get)]
-    status_code: u16,
-    #[pyo3(get)]
-    error_type: Py<PyString>,
-    #[pyo3(get)]
-    parameter: Option<Py<PyString>>,
-    #[pyo3(get)]
-    request_id: Option<Py<PyString>>,
-    #[pyo3(get)]
-    stage_id: Option<u32>,
-    #[pyo3(get)]
-    fatal: bool,
+/// A text field: a Python string, or a span of the record's frame that becomes one when read.
+pub struct Text {
+    span: (usize, usize),
+    cell: PyOnceLock<Py<PyString>>,
 }
 
-#[pymethods]
-impl PyDetails {
-    #[new]
-    #[pyo3(signature = (message, category, status_code, error_type, parameter=None, request_id=None, stage_id=None, fatal=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        message: &Bound<'_, PyString>,
-        category: &str,
-        status_code: i64,
-        error_type: &Bound<'_, PyString>,
-        parameter: Option<&Bound<'_, PyString>>,
-        request_id: Option<&Bound<'_, PyString>>,
-        stage_id: Option<i64>,
-        fatal: bool,
-    ) -> PyResult<Self> {
-        let py = message.py();
-        let category = parse_category(category)?;
-        let status_code = check_int_status(category, status_code)?;
-        let stage_id = stage_id.map(check_int_stage_id).transpose()?;
-        // The same rules as `omni_errors.sanitize` and `omni_errors.normalize_parameter`.
-        let message = py_sanitize::sanitize(message, MAX_MESSAGE_LEN)?;
-        let parameter = parameter.map(py_sanitize::normalize_parameter).transpose()?;
-        let details = PyDetails {
-            message: message.unbind(),
-            category,
-            status_code,
-            error_type: error_type.clone().unbind(),
-            parameter: parameter.map(Bound::unbind),
-            request_id: request_id.map(|r| r.clone().unbind()),
-            stage_id,
-            fatal,
-        };
-        details.with_ref(py, |d| d.validate().map_err(PyErr::from))?;
-        Ok(details)
+impl Text {
+    fn given(py: Python<'_>, s: Bound<'_, PyString>) -> Self {
+        let cell = PyOnceLock::new();
+        let _ = cell.set(py, s.unbind());
+        Text { span: (0, 0), cell }
     }
 
-    /// `"client"` or `"server"`.
-    #[getter]
-    fn category<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
-        category_str(py, self.category)
+    fn owned(py: Python<'_>, s: &str) -> PyResult<Self> {
+        Ok(Self::given(py, new_str(py, s)?.into_bound(py)))
     }
 
-    /// A copy with some fields changed, validated and sanitized like a new record.
-    #[pyo3(signature = (**changes))]
-    fn replace<'py>(slf: &Bound<'py, Self>, changes: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
-        let fields = slf.get().to_dict(slf.py())?;
-        if let Some(changes) = changes {
-            for (key, value) in changes.iter() {
-                let name: PyBackedStr = key.extract()?;
-                if !FIELDS.contains(&&*name) {
-                    return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                        "replace() got an unexpected field '{}'; fields are {}",
-                        &*name,
-                        FIELDS.join(", ")
-                    )));
-                }
-                fields.set_item(key, value)?;
+    fn span(frame: &[u8], s: &str) -> Self {
+        let start = s.as_ptr() as usize - frame.as_ptr() as usize;
+        Text {
+            span: (start, start + s.len()),
+            cell: PyOnceLock::new(),
+        }
+    }
+
+    /// The text without making a Python string.
+    fn as_str<'a>(&'a self, py: Python<'a>, frame: Option<&'a Py<PyBytes>>) -> PyResult<&'a str> {
+        if let Some(s) = self.cell.get(py) {
+            return s.bind(py).to_str();
+        }
+        let bytes = frame.map_or(&[][..], |f| f.bind(py).as_bytes());
+        let raw = bytes.get(self.span.0..self.span.1).unwrap_or_default();
+        // SAFETY: the span was validated as UTF-8 when the frame was decoded, and `bytes` is the
+        // immutable `bytes` object it was decoded from.
+        Ok(unsafe { std::str::from_utf8_unchecked(raw) })
+    }
+
+    fn get<'py>(&self, py: Python<'py>, frame: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyString>> {
+        let s = self.cell.get_or_try_init(py, || new_str(py, self.as_str(py, frame)?))?;
+        Ok(s.bind(py).clone())
+    }
+}
+
+/// How a stored field is viewed (as the core record's field) and read (as a Python value).
+pub trait Field {
+    type View<'a>
+    where
+        Self: 'a;
+    fn view<'a>(&'a self, py: Python<'a>, frame: Option<&'a Py<PyBytes>>) -> PyResult<Self::View<'a>>;
+    fn read<'py>(&self, py: Python<'py>, frame: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl Field for Text {
+    type View<'a> = &'a str;
+    fn view<'a>(&'a self, py: Python<'a>, frame: Option<&'a Py<PyBytes>>) -> PyResult<&'a str> {
+        self.as_str(py, frame)
+    }
+    fn read<'py>(&self, py: Python<'py>, frame: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.get(py, frame)?.into_any())
+    }
+}
+
+impl Field for Option<Text> {
+    type View<'a> = Option<&'a str>;
+    fn view<'a>(&'a self, py: Python<'a>, frame: Option<&'a Py<PyBytes>>) -> PyResult<Option<&'a str>> {
+        self.as_ref().map(|t| t.as_str(py, frame)).transpose()
+    }
+    fn read<'py>(&self, py: Python<'py>, frame: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Some(t) => Ok(t.get(py, frame)?.into_any()),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+impl Field for Category {
+    type View<'a> = Category;
+    fn view<'a>(&'a self, _: Python<'a>, _: Option<&'a Py<PyBytes>>) -> PyResult<Category> {
+        Ok(*self)
+    }
+    fn read<'py>(&self, py: Python<'py>, _: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(category_str(py, *self).clone().into_any())
+    }
+}
+
+/// Plain values: viewed as themselves, read through their Python conversion.
+macro_rules! plain_field {
+    ($($t:ty),*) => {$(
+        impl Field for $t {
+            type View<'a> = $t;
+            fn view<'a>(&'a self, _: Python<'a>, _: Option<&'a Py<PyBytes>>) -> PyResult<$t> {
+                Ok(*self)
+            }
+            fn read<'py>(&self, py: Python<'py>, _: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+                self.into_bound_py_any(py)
             }
         }
-        slf.get_type().call((), Some(&fields))
-    }
+    )*};
+}
+plain_field!(Option<u32>, bool);
 
-    /// The eight fields as a plain dict (JSON-ready).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item(intern!(py, "message"), &self.message)?;
-        d.set_item(intern!(py, "category"), category_str(py, self.category))?;
-        d.set_item(intern!(py, "status_code"), self.status_code)?;
-        d.set_item(intern!(py, "error_type"), &self.error_type)?;
-        d.set_item(intern!(py, "parameter"), &self.parameter)?;
-        d.set_item(intern!(py, "request_id"), &self.request_id)?;
-        d.set_item(intern!(py, "stage_id"), self.stage_id)?;
-        d.set_item(intern!(py, "fatal"), self.fatal)?;
-        Ok(d)
+/// The one `u16` field is `status_code`: read as one of the ints made once per process.
+impl Field for u16 {
+    type View<'a> = u16;
+    fn view<'a>(&'a self, _: Python<'a>, _: Option<&'a Py<PyBytes>>) -> PyResult<u16> {
+        Ok(*self)
     }
-
-    /// Builds a record from `to_dict()` output; unknown keys are refused.
-    #[classmethod]
-    #[pyo3(signature = (data, /))]
-    fn from_dict<'py>(cls: &Bound<'py, PyType>, data: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
-        cls.call((), Some(data))
-    }
-
-    /// The record's wire frame (same as `omni_errors.encode(self)`).
-    fn to_frame<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.encode(py)
-    }
-
-    fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
-        static DECODE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-        let decode = DECODE.get_or_try_init(py, || {
-            py.import("omni_errors._native")?.getattr("decode").map(Bound::unbind)
-        })?;
-        let frame = self.encode(py)?.into_any();
-        // Protocol 5: one PickleBuffer, which travels out of band when the pickler has a buffer_callback.
-        let arg = if protocol >= 5 {
-            let cls = PICKLE_BUFFER
-                .get_or_try_init(py, || py.import("pickle")?.getattr("PickleBuffer").map(Bound::unbind))?;
-            cls.bind(py).call1((frame,))?
-        } else {
-            frame
-        };
-        PyTuple::new(py, [decode.bind(py).clone(), PyTuple::new(py, [arg])?.into_any()])
-    }
-
-    fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: pyo3::basic::CompareOp) -> PyResult<Py<PyAny>> {
-        let py = other.py();
-        let Ok(other) = other.cast::<PyDetails>() else {
-            return Ok(py.NotImplemented());
-        };
-        let equal = self.with_ref(py, |a| other.get().with_ref(py, |b| Ok(a == b)))?;
-        match op {
-            pyo3::basic::CompareOp::Eq => equal.into_py_any(py),
-            pyo3::basic::CompareOp::Ne => (!equal).into_py_any(py),
-            _ => Ok(py.NotImplemented()),
-        }
-    }
-
-    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-        self.fields_tuple(py)?.hash()
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let repr = |o: &Option<Py<PyString>>| -> PyResult<String> {
-            o.as_ref()
-                .map_or(Ok("None".to_owned()), |s| Ok(s.bind(py).repr()?.to_string()))
-        };
-        Ok(format!(
-            "OmniErrorDetails(message={}, category={}, status_code={}, error_type={}, parameter={}, request_id={}, stage_id={}, fatal={})",
-            self.message.bind(py).repr()?,
-            category_str(py, self.category).repr()?,
-            self.status_code,
-            self.error_type.bind(py).repr()?,
-            repr(&self.parameter)?,
-            repr(&self.request_id)?,
-            self.stage_id.map_or("None".to_owned(), |s| s.to_string()),
-            if self.fatal { "True" } else { "False" },
-        ))
-    }
-
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
-        ("message", "category", "status_code", "error_type")
+    fn read<'py>(&self, py: Python<'py>, _: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
+        crate::py_peek::status_int(py, *self)
     }
 }
 
+/// Writes the class from its field list: `name: Python argument [= default] => storage = conversion;`.
+macro_rules! record_class {
+    ($($name:ident: $arg:ty $(= $default:tt)? => $store:ty = $convert:expr;)*) => {
+        /// A validated, sanitized error record. Frozen, hashable, comparable, picklable.
+        #[pyclass(frozen, name = "OmniErrorDetails", module = "omni_errors")]
+        pub struct PyDetails {
+            $($name: $store,)*
+            /// The frame a decoded record's text spans point into.
+            frame: Option<Py<PyBytes>>,
+            /// The sanitizer rule set that cleaned `message` and `parameter`.
+            rule_set: u16,
+        }
+
+        /// The field names, in order.
+        pub const FIELDS: &[&str] = &[$(stringify!($name)),*];
+
+        /// The constructor's arguments as Python passed them, for the field conversions.
+        struct Args<'py> {
+            $($name: $arg,)*
+        }
+
+        #[pymethods]
+        impl PyDetails {
+            #[new]
+            #[allow(clippy::too_many_arguments)] // one per field: the signature Python sees
+            #[pyo3(signature = ($($name $(= $default)?),*))]
+            fn new<'py>(py: Python<'py>, $($name: $arg),*) -> PyResult<Self> {
+                let args = Args { $($name),* };
+                let record = PyDetails {
+                    $($name: ($convert)(py, &args)?,)*
+                    frame: None,
+                    rule_set: RULE_SET,
+                };
+                record.view(py)?.validate()?;
+                Ok(record)
+            }
+
+            $(
+                #[getter]
+                fn $name<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                    self.$name.read(py, self.frame.as_ref())
+                }
+            )*
+
+            /// The sanitizer rule set that cleaned `message` and `parameter`.
+            #[getter]
+            fn rule_set(&self) -> u16 {
+                self.rule_set
+            }
+
+            /// A copy with some fields changed, validated and sanitized like a new record.
+            #[pyo3(signature = (**changes))]
+            fn replace<'py>(slf: &Bound<'py, Self>, changes: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+                let fields = slf.get().to_dict(slf.py())?;
+                if let Some(changes) = changes {
+                    for (key, value) in changes.iter() {
+                        let name: PyBackedStr = key.extract()?;
+                        if !FIELDS.contains(&&*name) {
+                            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                                "replace() got an unexpected field '{}'; fields are {}",
+                                &*name,
+                                FIELDS.join(", ")
+                            )));
+                        }
+                        fields.set_item(key, value)?;
+                    }
+                }
+                slf.get_type().call((), Some(&fields))
+            }
+
+            /// The eight fields as a plain dict (JSON-ready).
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let d = PyDict::new(py);
+                for (name, value) in FIELDS.iter().zip(self.values(py)?) {
+                    d.set_item(PyString::intern(py, name), value)?;
+                }
+                Ok(d)
+            }
+
+            /// Builds a record from `to_dict()` output; unknown keys are refused.
+            #[classmethod]
+            #[pyo3(signature = (data, /))]
+            fn from_dict<'py>(cls: &Bound<'py, PyType>, data: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+                cls.call((), Some(data))
+            }
+
+            /// The record's wire frame (same as `omni_errors.encode(self)`).
+            fn to_frame<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+                self.encode(py)
+            }
+
+            fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i32) -> PyResult<Bound<'py, PyTuple>> {
+                static DECODE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+                static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+                let decode = DECODE.get_or_try_init(py, || {
+                    py.import("omni_errors._native")?.getattr("decode").map(Bound::unbind)
+                })?;
+                let frame = self.encode(py)?.into_any();
+                // Protocol 5: one PickleBuffer, which travels out of band when the pickler has a buffer_callback.
+                let arg = if protocol >= 5 {
+                    let cls = PICKLE_BUFFER
+                        .get_or_try_init(py, || py.import("pickle")?.getattr("PickleBuffer").map(Bound::unbind))?;
+                    cls.bind(py).call1((frame,))?
+                } else {
+                    frame
+                };
+                PyTuple::new(py, [decode.bind(py).clone(), PyTuple::new(py, [arg])?.into_any()])
+            }
+
+            fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: pyo3::basic::CompareOp) -> PyResult<Py<PyAny>> {
+                let py = other.py();
+                let Ok(other) = other.cast::<PyDetails>() else {
+                    return Ok(py.NotImplemented());
+                };
+                let equal = self.view(py)? == other.get().view(py)?;
+                match op {
+                    pyo3::basic::CompareOp::Eq => equal.into_py_any(py),
+                    pyo3::basic::CompareOp::Ne => (!equal).into_py_any(py),
+                    _ => Ok(py.NotImplemented()),
+                }
+            }
+
+            fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+                // Deterministic keys: equal records hash alike in every process.
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                self.view(py)?.hash(&mut h);
+                #[allow(clippy::cast_possible_wrap)] // any bits make a hash
+                Ok(h.finish() as isize)
+            }
+
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                let parts = FIELDS
+                    .iter()
+                    .zip(self.values(py)?)
+                    .map(|(name, value)| Ok(format!("{name}={}", value.repr()?)))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(format!("OmniErrorDetails({})", parts.join(", ")))
+            }
+
+            #[classattr]
+            fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
+                (FIELDS[0], FIELDS[1], FIELDS[2], FIELDS[3])
+            }
+    }
+
+        impl PyDetails {
+            /// A borrowed view of the fields, as the core record.
+            pub fn view<'a>(&'a self, py: Python<'a>) -> PyResult<DetailsRef<'a>> {
+                let frame = self.frame.as_ref();
+                Ok(DetailsRef { $($name: self.$name.view(py, frame)?,)* })
+            }
+
+            /// The fields as Python values, in [`FIELDS`] order.
+            fn values<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                let frame = self.frame.as_ref();
+                Ok(vec![$(self.$name.read(py, frame)?),*])
+            }
+        }
+    };
+}
+
+record_class! {
+    message: Bound<'py, PyString> => Text = |py, a: &Args<'py>| -> PyResult<Text> {
+        Ok(Text::given(py, crate::py_sanitize::sanitize(&a.message, MAX_MESSAGE_LEN)?))
+    };
+    category: PyBackedStr => Category = |_, a: &Args<'py>| Category::parse(&a.category).map_err(PyErr::from);
+    status_code: i64 => u16 = |_, a: &Args<'py>| status(&a.category, a.status_code);
+    error_type: Bound<'py, PyString> => Text = |py, a: &Args<'py>| -> PyResult<Text> {
+        Ok(Text::given(py, a.error_type.clone()))
+    };
+    parameter: Option<Bound<'py, PyString>> = None => Option<Text> = |py, a: &Args<'py>| {
+        a.parameter
+            .as_ref()
+            .map(|p| crate::py_sanitize::normalize_parameter(p).map(|p| Text::given(py, p)))
+            .transpose()
+    };
+    request_id: Option<Bound<'py, PyString>> = None => Option<Text> = |py, a: &Args<'py>| -> PyResult<Option<Text>> {
+        Ok(a.request_id.as_ref().map(|r| Text::given(py, r.clone())))
+    };
+    stage_id: Option<i64> = None => Option<u32> = |_, a: &Args<'py>| a.stage_id.map(stage).transpose();
+    fatal: bool = false => bool = |_, a: &Args<'py>| -> PyResult<bool> { Ok(a.fatal) };
+}
+
 impl PyDetails {
-    /// Builds a record from a decoded frame; `clean` re-applies the sanitizer to the text fields.
-    pub fn from_ref(py: Python<'_>, d: &DetailsRef<'_>, clean: bool) -> PyResult<Self> {
-        let text = |s: &str, max: usize| {
-            if clean {
-                new_str(py, &sanitize::sanitize(s, max))
-            } else {
-                new_str(py, s)
+    /// The record of a frame decoded from `frame` (the bytes `decoded` borrows from). With
+    /// `resanitize`, the text goes through this build's rules again and the record says so.
+    pub fn from_frame(
+        py: Python<'_>,
+        frame: &Bound<'_, PyBytes>,
+        decoded: &Decoded<'_>,
+        resanitize: bool,
+    ) -> PyResult<Self> {
+        let (bytes, d) = (frame.as_bytes(), &decoded.details);
+        let text = |s: &str, clean: fn(&str) -> std::borrow::Cow<'_, str>| -> PyResult<Text> {
+            match resanitize.then(|| clean(s)) {
+                Some(std::borrow::Cow::Owned(cleaned)) => Text::owned(py, &cleaned),
+                _ => Ok(Text::span(bytes, s)),
             }
         };
         Ok(PyDetails {
-            message: text(d.message, MAX_MESSAGE_LEN)?,
+            message: text(d.message, |s| sanitize::sanitize(s, MAX_MESSAGE_LEN))?,
             category: d.category,
             status_code: d.status_code,
-            error_type: new_str(py, d.error_type)?,
-            parameter: d.parameter.map(|p| text(p, MAX_PARAMETER_LEN)).transpose()?,
-            request_id: d.request_id.map(|r| new_str(py, r)).transpose()?,
+            error_type: Text::span(bytes, d.error_type),
+            parameter: d
+                .parameter
+                .map(|p| text(p, |s| sanitize::parameter(s, MAX_PARAMETER_LEN)))
+                .transpose()?,
+            request_id: d.request_id.map(|r| Text::span(bytes, r)),
             stage_id: d.stage_id,
             fatal: d.fatal,
+            frame: Some(frame.clone().unbind()),
+            rule_set: if resanitize { RULE_SET } else { decoded.rule_set },
         })
-    }
-
-    /// Runs `f` over a borrowed view of this record's fields.
-    pub fn with_ref<R>(&self, py: Python<'_>, f: impl FnOnce(&DetailsRef<'_>) -> PyResult<R>) -> PyResult<R> {
-        let parameter = self.parameter.as_ref().map(|p| p.bind(py));
-        let request_id = self.request_id.as_ref().map(|r| r.bind(py));
-        let d = DetailsRef {
-            message: self.message.bind(py).to_str()?,
-            category: self.category,
-            status_code: self.status_code,
-            error_type: self.error_type.bind(py).to_str()?,
-            parameter: parameter.map(|p| p.to_str()).transpose()?,
-            request_id: request_id.map(|r| r.to_str()).transpose()?,
-            stage_id: self.stage_id,
-            fatal: self.fatal,
-        };
-        f(&d)
     }
 
     /// The frame as a new `bytes`, written in place.
     pub fn encode<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        self.with_ref(py, |d| {
-            let len = codec::encoded_len(d);
-            PyBytes::new_with(py, len, |out| {
-                codec::encode_into(d, out)?;
-                Ok(())
-            })
+        let d = self.view(py)?;
+        PyBytes::new_with(py, codec::encoded_len(&d), |out| {
+            codec::encode_into(&d, self.rule_set, out)?;
+            Ok(())
         })
     }
 
-    fn fields_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(
-            py,
-            [
-                self.message.clone_ref(py).into_any(),
-                category_str(py, self.category).clone().into_any().unbind(),
-                self.status_code.into_py_any(py)?,
-                self.error_type.clone_ref(py).into_any(),
-                self.parameter.as_ref().into_py_any(py)?,
-                self.request_id.as_ref().into_py_any(py)?,
-                self.stage_id.into_py_any(py)?,
-                self.fatal.into_py_any(py)?,
-            ],
-        )
+    /// The frame written into `out`; returns its length.
+    pub fn encode_into(&self, py: Python<'_>, out: &mut [u8]) -> PyResult<usize> {
+        Ok(codec::encode_into(&self.view(py)?, self.rule_set, out)?)
+    }
+
+    /// Bytes the frame takes.
+    pub fn encoded_len(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(codec::encoded_len(&self.view(py)?))
     }
 }
 
@@ -284,24 +396,16 @@ pub fn category_str(py: Python<'_>, category: Category) -> &Bound<'_, PyString> 
     }
 }
 
-fn parse_category(value: &str) -> PyResult<Category> {
-    Category::parse(value).ok_or_else(|| {
-        crate::py_errors::invalid_field(
-            "category",
-            format!("field `category` must be one of \"client\", \"server\", got {value:?}"),
-        )
-    })
-}
-
-fn check_int_status(category: Category, status: i64) -> PyResult<u16> {
-    let status16 =
-        u16::try_from(status).map_err(|_| PyErr::from(RecordError::StatusOutOfRange { category, status }))?;
+/// `status_code` as the frame stores it; out of `u16` it breaks the category's range.
+fn status(category: &str, status: i64) -> PyResult<u16> {
+    let category = Category::parse(category)?;
+    let status16 = u16::try_from(status).map_err(|_| RecordError::StatusOutOfRange { category, status })?;
     check_status(category, status16)?;
     Ok(status16)
 }
 
-fn check_int_stage_id(stage_id: i64) -> PyResult<u32> {
-    let id = u32::try_from(stage_id).map_err(|_| PyErr::from(RecordError::StageIdOutOfRange { value: stage_id }))?;
+fn stage(stage_id: i64) -> PyResult<u32> {
+    let id = u32::try_from(stage_id).map_err(|_| RecordError::StageIdOutOfRange { value: stage_id })?;
     check_stage_id(id)?;
     Ok(id)
 }

@@ -1,5 +1,7 @@
 //! PyO3 glue for the sanitizer.
 
+use std::borrow::Cow;
+
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -10,23 +12,20 @@ use crate::sanitize as rules;
 #[pyfunction]
 #[pyo3(signature = (text, /, *, max_len = MAX_MESSAGE_LEN))]
 pub fn sanitize<'py>(text: &Bound<'py, PyString>, max_len: usize) -> PyResult<Bound<'py, PyString>> {
-    let s = text.to_str()?;
-    Ok(match rules::sanitize(s, max_len) {
-        std::borrow::Cow::Borrowed(_) => text.clone(),
-        std::borrow::Cow::Owned(out) => PyString::new(text.py(), &out),
-    })
+    Ok(same_or_new(text, rules::sanitize(text.to_str()?, max_len)))
 }
 
 /// Normalises a parameter name for `OmniErrorDetails.parameter`.
 #[pyfunction]
 #[pyo3(signature = (name, /))]
 pub fn normalize_parameter<'py>(name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyString>> {
-    let s = name.to_str()?;
-    let normal = rules::normalize_parameter(s);
-    let out = rules::sanitize(&normal, MAX_PARAMETER_LEN);
-    // The common case (already a plain name) returns the caller's object.
-    if out == s {
-        return Ok(name.clone());
+    Ok(same_or_new(name, rules::parameter(name.to_str()?, MAX_PARAMETER_LEN)))
+}
+
+/// The caller's own object when nothing changed (the common case), else a new string.
+fn same_or_new<'py>(original: &Bound<'py, PyString>, out: Cow<'_, str>) -> Bound<'py, PyString> {
+    match out {
+        Cow::Borrowed(_) => original.clone(),
+        Cow::Owned(s) => PyString::new(original.py(), &s),
     }
-    Ok(PyString::new(name.py(), &out))
 }

@@ -2,8 +2,11 @@
 // A failed expectation in a test should panic with its message.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use _native::codec::{decode, decode_frame, encode_into, encoded_len, peek, DecodeErrorKind, Frames};
+use _native::codec::{
+    decode, decode_frame, encode_into, encoded_len, peek, DecodeErrorKind, Decoded, Frames, RULE_SET_UNKNOWN,
+};
 use _native::record::{Category, Details, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN, MAX_STAGE_ID};
+use _native::sanitize::RULE_SET;
 use proptest::prelude::*;
 
 fn record() -> Details {
@@ -21,7 +24,7 @@ fn record() -> Details {
 
 fn frame(d: &Details) -> Vec<u8> {
     let mut out = vec![0; encoded_len(&d.as_ref())];
-    encode_into(&d.as_ref(), &mut out).expect("valid record");
+    encode_into(&d.as_ref(), RULE_SET, &mut out).expect("valid record");
     out
 }
 
@@ -99,7 +102,7 @@ fn unknown_extensions_are_skipped() {
     let len = f.len() as u32;
     f[4..8].copy_from_slice(&len.to_le_bytes());
     let f = reseal(f);
-    assert_eq!(decode(&f).expect("skips extension").to_owned(), record());
+    assert_eq!(decode(&f).expect("skips extension").details.to_owned(), record());
 }
 
 #[test]
@@ -117,11 +120,25 @@ fn frames_iterates_and_stops_at_the_first_error() {
 fn peek_matches_decode() {
     let f = frame(&record());
     let p = peek(&f).expect("valid");
-    let (d, len) = decode_frame(&f).expect("valid");
+    let Decoded {
+        details: d,
+        rule_set,
+        frame_len,
+    } = decode_frame(&f).expect("valid");
     assert_eq!(
-        (p.category, p.fatal, p.status_code, p.stage_id, p.frame_len),
-        (d.category, d.fatal, d.status_code, d.stage_id, len)
+        (p.category, p.fatal, p.status_code, p.stage_id, p.frame_len, p.rule_set),
+        (d.category, d.fatal, d.status_code, d.stage_id, frame_len, rule_set)
     );
+    assert_eq!(rule_set, RULE_SET);
+}
+
+#[test]
+fn rule_set_is_read_from_the_header_whatever_its_value() {
+    for rule_set in [RULE_SET_UNKNOWN, 1, RULE_SET, u16::MAX] {
+        let f = edit(14, &rule_set.to_le_bytes());
+        assert_eq!(decode(&f).expect("any rule set decodes").rule_set, rule_set);
+        assert_eq!(peek(&f).expect("valid").rule_set, rule_set);
+    }
 }
 
 fn details() -> impl Strategy<Value = Details> {
@@ -154,7 +171,7 @@ proptest! {
     fn round_trip(d in details()) {
         prop_assume!(d.message.len() <= MAX_MESSAGE_LEN && d.error_type.len() <= MAX_ERROR_TYPE_LEN);
         let f = frame(&d);
-        prop_assert_eq!(decode(&f).expect("round trip").to_owned(), d);
+        prop_assert_eq!(decode(&f).expect("round trip").details.to_owned(), d);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Table-driven cases for the public sanitizer API: one line per rule class, plus the guarantees
 //! (idempotence, bound, adversarial shapes finishing, parameter names).
 
-use _native::sanitize::{normalize_parameter, sanitize, TRUNCATION_MARKER};
+use _native::sanitize::{normalize_parameter, rule_names, sanitize, TRUNCATION_MARKER};
 
 const BOUND: usize = 4096;
 
@@ -67,6 +67,47 @@ cases! {
     ula_ip: "connect to [fd12:3456:789a:1::5]:29500 failed" => "connect to [<ip>]:29500 failed";
     cluster_host: "rank 3 on ip-10-254-21-7.ec2.internal:29500" => "rank 3 on <host>:29500";
     k8s_host: "redis-master.default.svc.cluster.local refused" => "<host> refused";
+    program_files: r"open C:\Program Files (x86)\Steam\a.exe now" => "open <path> now";
+    user_with_space: r"in C:\Users\John Smith\AppData\x.log ok" => "in <path> ok";
+    env_percent: r"cache %LOCALAPPDATA%\hf\hub missing" => "cache <path> missing";
+    env_powershell: r"at $env:USERPROFILE\.cache\x failed" => "at <path> failed";
+    env_posix: "under ${HF_HOME}/hub/models--x failed" => "under <path> failed";
+    dollar_amount_kept: "costs $5/month, not $10" => "costs $5/month, not $10";
+    numbered_root_in_url: "https://h//data1/x/y.bin 404" => "https://h/<path> 404";
+    decimal_pointer: "data_ptr() returned 140234567890944" => "data_ptr() returned <addr>";
+    decimal_named_pointer: "ptr=4831838208 bad" => "ptr=<addr> bad";
+    decimal_count_kept: "requested 100000000000000 tokens" => "requested 100000000000000 tokens";
+    spaced_key: "login with password hunter2 failed" => "login with password <secret> failed";
+    spaced_key_phrase: "Invalid API key 9f86d081884c7d659a2feaa0c55ad015 for org" => "Invalid API key <secret> for org";
+    spaced_key_prose_kept: "password must be at least 8 characters" => "password must be at least 8 characters";
+    spaced_key_user_password: "proxy credentials jdoe:Winter2024 rejected" => "proxy credentials <secret> rejected";
+    spaced_key_host_port_kept: "token 0.0.0.0:8000 and session localhost:8080" => "token 0.0.0.0:8000 and session localhost:8080";
+    glued_key: "access_token_9b2f1c7d3e4a5b6c7d8e9f0a1b2c3d4e is invalid" => "access_token_<secret> is invalid";
+    glued_request_id_kept: "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7 done" => "cmpl-2a2b7b9f0b7c6f0bbf2903b56e77b8c7 done";
+    ntlm_userinfo: r"HTTP_PROXY=http://corp\jdoe:Winter24!@proxy.example.com:8080 x" => r"HTTP_PROXY=http://corp\jdoe:<secret>@proxy.example.com:8080 x";
+    telegram_bot_in_url: "https://api.telegram.org/bot123:ABCdefGHIjkl/sendMessage 401" => "https://api.telegram.org/bot<secret> 401";
+    class_names_kept: "archs: ['Qwen2_5OmniForConditionalGeneration', 'MiniCPMO2_6ForConditionalGeneration']" => "archs: ['Qwen2_5OmniForConditionalGeneration', 'MiniCPMO2_6ForConditionalGeneration']";
+    log_prefixed_traceback: "(P pid=1) ERROR [c.py:1]   File \"/x/c.py\", line 2, in f\n(P pid=1) ERROR [c.py:1]     g(x)\n(P pid=1) ERROR [c.py:1] ValueError: v" => "<traceback>\n(P pid=1) ERROR [c.py:1] ValueError: v";
+    ipython_traceback: "File ~/x/r.py:722, in R.load(self)\n    721 a = 1\n--> 722 b = g()\nValueError: v" => "<traceback>\nValueError: v";
+}
+
+/// docs/sanitizer.md lists every rule of the table, in priority order.
+#[test]
+fn the_docs_list_the_rule_table() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/sanitizer.md")).expect("docs");
+    let list = docs
+        .split("The rules, in priority order")
+        .nth(1)
+        .expect("the rule list");
+    let listed: Vec<&str> = list
+        .split(". (")
+        .next()
+        .unwrap_or_default()
+        .split('`')
+        .skip(3)
+        .step_by(2)
+        .collect();
+    assert_eq!(listed, rule_names());
 }
 
 #[test]

@@ -1,7 +1,9 @@
 """Writes frames.json: valid and invalid frame vectors for docs/wire-format.md.
 
-Run `python tests/vectors/generate.py` after a deliberate format change; tests/test_vectors.py
-fails when the committed file and this script disagree.
+The frames are written by the reference encoder (from the specification, not the Rust code), with
+fixed header values, so they do not change with the build; tests/test_vectors.py checks that the
+Rust encoder writes the same bytes. Run `python tests/vectors/generate.py` after a deliberate
+format change; the test fails when the committed file and this script disagree.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from omni_errors import OmniErrorDetails, encode
-from reference_decoder import encode_extension, reseal
+from omni_errors import OmniErrorDetails
+from reference_decoder import encode, encode_extension, reseal
+
+# The rule set the vectors claim cleaned their text (any value is valid; 0 means not recorded).
+RULE_SET = 2
 
 VALID: list[tuple[str, dict[str, Any]]] = [
     ("minimal_client", {"message": "", "category": "client", "status_code": 400, "error_type": "BadRequestError"}),
@@ -74,8 +79,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _frame(record: dict[str, Any]) -> bytes:
-    return encode(OmniErrorDetails(**record))
+def _frame(record: dict[str, Any], *, rule_set: int = RULE_SET, minor: int = 1) -> bytes:
+    return encode(OmniErrorDetails(**record).to_dict(), rule_set=rule_set, minor=minor)
 
 
 def _mutate(frame: bytes, offset: int, value: bytes, *, seal: bool) -> bytes:
@@ -103,16 +108,23 @@ def build() -> dict[str, Any]:
         ("invalid_utf8", _mutate(base, 18, b"\xff", seal=True), "message", 18),
         ("message_len_over_frame", _mutate(base, 16, struct.pack("<H", 4000), seal=True), "message", 16),
         ("message_len_over_limit", _mutate(base, 16, struct.pack("<H", 4097), seal=True), "message", 16),
+        ("reserved_byte", _mutate(base, 11, b"\x01", seal=True), "reserved", 11),
+        # A rule set changed after the frame was sealed is caught like any other edit.
+        ("rule_set_changed_unsealed", _mutate(base, 14, struct.pack("<H", 1), seal=False), "checksum", len(base) - 4),
     ]
+    record = OmniErrorDetails(**VALID[1][1]).to_dict()
+
+    def vector(name: str, record: dict[str, Any], frame: bytes, rule_set: int = RULE_SET) -> dict[str, Any]:
+        return {"name": name, "record": record, "rule_set": rule_set, "hex": frame.hex()}
+
     return {
-        "format": "omni-errors frame 1.0",
-        "valid": [{"name": n, "record": OmniErrorDetails(**r).to_dict(), "hex": _frame(r).hex()} for n, r in VALID]
+        "format": "omni-errors frame 1.1",
+        "valid": [vector(n, OmniErrorDetails(**r).to_dict(), _frame(r)) for n, r in VALID]
         + [
-            {
-                "name": "unknown_extension_skipped",
-                "record": OmniErrorDetails(**VALID[1][1]).to_dict(),
-                "hex": encode_extension(base, 0x7A01, b"future field").hex(),
-            }
+            vector("unknown_extension_skipped", record, encode_extension(base, 0x7A01, b"future field")),
+            vector("frame_1_0_no_rule_set", record, _frame(VALID[1][1], rule_set=0, minor=0), rule_set=0),
+            vector("older_rule_set", record, _frame(VALID[1][1], rule_set=1), rule_set=1),
+            vector("future_minor", record, _frame(VALID[1][1], minor=9)),
         ],
         "invalid": [{"name": n, "hex": b.hex(), "field": f, "offset": o} for n, b, f, o in invalid],
     }

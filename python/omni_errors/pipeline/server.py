@@ -22,7 +22,6 @@ from types import FrameType
 
 import uvicorn
 
-import omni_errors
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError
 from omni_errors.lifecycle.exitcodes import exit_code_for_signal
 from omni_errors.pipeline.protocol import Limits
@@ -86,9 +85,6 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     try:
         # Import the API layer (vLLM, FastAPI) while the stages load their models in parallel.
         app_import = _import_in_background("omni_errors.pipeline.app")
-        # The sanitizer compiles its automata on the first message that needs them (tens of ms):
-        # pay that now rather than on the first failing request.
-        omni_errors.sanitize('File "/srv/app.py", line 1, in <module>')
         await sup.start()
         await asyncio.wrap_future(app_import)
     except StageStartupError as exc:

@@ -6,29 +6,32 @@
 - `jobs`: the stored record; metadata 200 with the embedded error, content with the stored status;
 - `raise_error`: offline Python raises.
 
-Every message passes `omni_errors.sanitize` on the way out, even though records are sanitized
-when built: a renderer never trusts that its input came through the constructor unchanged.
+Every text a peer can write (message, parameter, request id) passes `omni_errors.sanitize` on the
+way out, even though records are sanitized when built: a renderer never trusts that its input
+came through the constructor unchanged (a decoded frame whose header claims this build's rule
+set is not cleaned again on decode, and the claim may be false).
 """
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from omni_errors._native import OmniErrorDetails, sanitize
+from omni_errors._native import MAX_PARAMETER_LEN, MAX_REQUEST_ID_LEN, OmniErrorDetails, sanitize
 
 __all__ = ["error_body", "error_info", "error_response", "raise_error"]
 
 
 def error_info(details: OmniErrorDetails) -> dict[str, Any]:
     """The nested `error` object: message, type, param, code, and request_id/stage_id when known."""
+    parameter = details.parameter
     info: dict[str, Any] = {
         "message": sanitize(details.message),
         "type": details.error_type,
-        "param": details.parameter,
+        "param": None if parameter is None else sanitize(parameter, max_len=MAX_PARAMETER_LEN),
         "code": details.status_code,
     }
     if details.request_id is not None:
-        info["request_id"] = details.request_id
+        info["request_id"] = sanitize(details.request_id, max_len=MAX_REQUEST_ID_LEN)
     if details.stage_id is not None:
         info["stage_id"] = details.stage_id
     return info

@@ -17,6 +17,7 @@ struct Input<'a> {
     request_id: Option<&'a str>,
     stage_id: Option<u32>,
     fatal: bool,
+    rule_set: u16,
 }
 
 fuzz_target!(|input: Input<'_>| {
@@ -31,8 +32,11 @@ fuzz_target!(|input: Input<'_>| {
         fatal: input.fatal,
     };
     let mut out = vec![0; encoded_len(&details)];
-    match encode_into(&details, &mut out) {
-        Ok(written) => assert_eq!(decode(&out[..written]).expect("valid records round-trip"), details),
+    match encode_into(&details, input.rule_set, &mut out) {
+        Ok(written) => {
+            let decoded = decode(&out[..written]).expect("valid records round-trip");
+            assert_eq!((decoded.details, decoded.rule_set), (details, input.rule_set));
+        }
         Err(_) => assert!(details.validate().is_err(), "encoder refused a valid record"),
     }
 });

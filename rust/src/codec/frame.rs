@@ -1,4 +1,4 @@
-//! Frame layout v1 (see `docs/wire-format.md`): a 16-byte header, length-prefixed UTF-8 strings,
+//! Frame layout 1.1 (see `docs/wire-format.md`): a 16-byte header, length-prefixed UTF-8 strings,
 //! skippable extensions and a trailing CRC32C. All integers are little-endian.
 
 use super::error::{DecodeError, DecodeErrorKind as K, EncodeError};
@@ -11,8 +11,9 @@ use crate::record::{
 pub const MAGIC: [u8; 2] = *b"OE";
 /// Major version written and the only one read.
 pub const MAJOR: u8 = 1;
-/// Minor version written; readers accept any minor of their major.
-pub const MINOR: u8 = 0;
+/// Minor version written; readers accept any minor of their major. 1.1 records the sanitizer
+/// rule set in the header (bytes 14-15, reserved and zero in 1.0).
+pub const MINOR: u8 = 1;
 /// Bytes before the first string.
 pub const HEADER_LEN: usize = 16;
 const CRC_LEN: usize = 4;
@@ -37,7 +38,11 @@ const OFF_STATUS: usize = 8;
 const OFF_FLAGS: usize = 10;
 const OFF_RESERVED8: usize = 11;
 const OFF_STAGE_ID: usize = 12;
-const OFF_RESERVED16: usize = 14;
+const OFF_RULE_SET: usize = 14;
+
+/// The sanitizer rule set recorded in a frame: which rules cleaned its `message` and `parameter`.
+/// `0` means not recorded (a 1.0 writer, or an encoder that does not sanitize).
+pub const RULE_SET_UNKNOWN: u16 = 0;
 
 /// What `peek` reads from the header alone, without touching strings or the checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +53,8 @@ pub struct Peek {
     pub stage_id: Option<u32>,
     /// Bytes in the whole frame.
     pub frame_len: usize,
+    /// The sanitizer rule set that cleaned the text ([`RULE_SET_UNKNOWN`] if not recorded).
+    pub rule_set: u16,
 }
 
 /// Bytes the frame for `d` takes.
@@ -57,12 +64,12 @@ pub fn encoded_len(d: &DetailsRef<'_>) -> usize {
     HEADER_LEN + 2 + d.message.len() + 2 + d.error_type.len() + opt(d.parameter) + opt(d.request_id) + CRC_LEN
 }
 
-/// Writes the frame for `d` at the start of `out` and returns its length.
+/// Writes the frame for `d`, whose text `rule_set` sanitized, at the start of `out`; returns its length.
 ///
 /// # Errors
 /// [`EncodeError::Invalid`] for a record that breaks an invariant, [`EncodeError::BufferTooSmall`]
 /// when `out` is shorter than [`encoded_len`].
-pub fn encode_into(d: &DetailsRef<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
+pub fn encode_into(d: &DetailsRef<'_>, rule_set: u16, out: &mut [u8]) -> Result<usize, EncodeError> {
     d.validate().map_err(EncodeError::Invalid)?;
     let len = encoded_len(d);
     let Some(out) = out.get_mut(..len) else {
@@ -97,7 +104,7 @@ pub fn encode_into(d: &DetailsRef<'_>, out: &mut [u8]) -> Result<usize, EncodeEr
     w.put(&d.status_code.to_le_bytes());
     w.put(&[flags, 0]);
     w.put(&(d.stage_id.unwrap_or(0) as u16).to_le_bytes());
-    w.put(&[0, 0]);
+    w.put(&rule_set.to_le_bytes());
     w.put_str(d.message);
     w.put_str(d.error_type);
     if let Some(p) = d.parameter {
@@ -193,16 +200,7 @@ pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
         ));
     }
     let stage_raw = u16::from_le_bytes([header[OFF_STAGE_ID], header[OFF_STAGE_ID + 1]]);
-    let reserved16 = u16::from_le_bytes([header[OFF_RESERVED16], header[OFF_RESERVED16 + 1]]);
-    if reserved16 != 0 {
-        return Err(DecodeError::new(
-            K::Reserved {
-                field: "reserved",
-                value: u32::from(reserved16),
-            },
-            OFF_RESERVED16,
-        ));
-    }
+    let rule_set = u16::from_le_bytes([header[OFF_RULE_SET], header[OFF_RULE_SET + 1]]);
     let stage_id = if flags & FLAG_STAGE_ID != 0 {
         let id = u32::from(stage_raw);
         check_stage_id(id).map_err(|e| DecodeError::new(K::Invalid(e), OFF_STAGE_ID))?;
@@ -237,15 +235,27 @@ pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
         status_code,
         stage_id,
         frame_len: frame_len_usize,
+        rule_set,
     })
+}
+
+/// A decoded frame: the record, borrowing the frame's bytes, and what the header says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded<'a> {
+    pub details: DetailsRef<'a>,
+    /// The sanitizer rule set that cleaned the text ([`RULE_SET_UNKNOWN`] if not recorded).
+    pub rule_set: u16,
+    /// Bytes in the whole frame.
+    pub frame_len: usize,
 }
 
 /// Decodes exactly one frame that fills `buf`.
 ///
 /// # Errors
 /// A [`DecodeError`] for any malformed input, including bytes after the frame.
-pub fn decode(buf: &[u8]) -> Result<DetailsRef<'_>, DecodeError> {
-    let (details, frame_len) = decode_frame(buf)?;
+pub fn decode(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
+    let decoded = decode_frame(buf)?;
+    let frame_len = decoded.frame_len;
     if frame_len != buf.len() {
         return Err(DecodeError::new(
             K::TrailingBytes {
@@ -255,14 +265,14 @@ pub fn decode(buf: &[u8]) -> Result<DetailsRef<'_>, DecodeError> {
             frame_len,
         ));
     }
-    Ok(details)
+    Ok(decoded)
 }
 
-/// Decodes the frame at the start of `buf` and returns it with its length; later bytes are not read.
+/// Decodes the frame at the start of `buf`; later bytes are not read.
 ///
 /// # Errors
 /// A [`DecodeError`] for any malformed frame.
-pub fn decode_frame(buf: &[u8]) -> Result<(DetailsRef<'_>, usize), DecodeError> {
+pub fn decode_frame(buf: &[u8]) -> Result<Decoded<'_>, DecodeError> {
     let head = peek(buf)?;
     let frame = &buf[..head.frame_len];
     let body_end = head.frame_len - CRC_LEN;
@@ -311,7 +321,11 @@ pub fn decode_frame(buf: &[u8]) -> Result<(DetailsRef<'_>, usize), DecodeError> 
         stage_id: head.stage_id,
         fatal: head.fatal,
     };
-    Ok((details, head.frame_len))
+    Ok(Decoded {
+        details,
+        rule_set: head.rule_set,
+        frame_len: head.frame_len,
+    })
 }
 
 struct Reader<'a> {
@@ -355,9 +369,9 @@ impl<'a> Reader<'a> {
         let bytes = self
             .bytes(field, len)
             .map_err(|e| DecodeError { offset: len_at, ..e })?;
-        if bytes.is_ascii() {
-            // SAFETY: ASCII is valid UTF-8. Most fields are ASCII, and this word-at-a-time check
-            // costs less than a full validation of short strings.
+        if is_ascii(bytes) {
+            // SAFETY: ASCII is valid UTF-8. Most fields are ASCII, and this check costs less than
+            // a full validation of short strings.
             return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
         }
         simdutf8::basic::from_utf8(bytes).map_err(|_| {
@@ -366,6 +380,25 @@ impl<'a> Reader<'a> {
             DecodeError::new(K::InvalidUtf8 { field }, at + bad)
         })
     }
+}
+
+/// Whether `bytes` is ASCII: the high bits of every 8-byte word OR-ed together and tested once at
+/// the end (no branch per byte or word); the last word overlaps the rest so no byte loop is left.
+fn is_ascii(bytes: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    let n = bytes.len();
+    if n < 8 {
+        let half = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap_or_default());
+        return if n >= 4 {
+            (half(&bytes[..4]) | half(&bytes[n - 4..])) & 0x8080_8080 == 0
+        } else {
+            bytes.iter().fold(0u8, |acc, &b| acc | b) < 0x80
+        };
+    }
+    let chunks = bytes.chunks_exact(8);
+    let last = word(&bytes[n - 8..]);
+    chunks.fold(last, |acc, c| acc | word(c)) & HIGH == 0
 }
 
 fn truncated(field: &'static str, needed: usize, available: usize, at: usize) -> DecodeError {
@@ -394,14 +427,16 @@ impl<'a> Frames<'a> {
 }
 
 impl<'a> Iterator for Frames<'a> {
-    type Item = Result<DetailsRef<'a>, DecodeError>;
+    /// Each frame with its offset in the buffer.
+    type Item = Result<(usize, Decoded<'a>), DecodeError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let rest = self.buf.get(self.pos..).filter(|r| !r.is_empty())?;
         match decode_frame(rest) {
-            Ok((d, len)) => {
-                self.pos += len;
-                Some(Ok(d))
+            Ok(d) => {
+                let at = self.pos;
+                self.pos += d.frame_len;
+                Some(Ok((at, d)))
             }
             Err(e) => {
                 let base = self.pos;
@@ -432,7 +467,7 @@ mod tests {
 
     fn frame(d: &Details) -> Vec<u8> {
         let mut out = vec![0; encoded_len(&d.as_ref())];
-        encode_into(&d.as_ref(), &mut out).unwrap();
+        encode_into(&d.as_ref(), 7, &mut out).unwrap();
         out
     }
 
@@ -440,7 +475,9 @@ mod tests {
     fn roundtrip() {
         let d = sample();
         let f = frame(&d);
-        assert_eq!(decode(&f).unwrap().to_owned(), d);
+        let decoded = decode(&f).unwrap();
+        assert_eq!(decoded.details.to_owned(), d);
+        assert_eq!((decoded.rule_set, decoded.frame_len), (7, f.len()));
     }
 
     #[test]
@@ -448,8 +485,8 @@ mod tests {
         let f = frame(&sample());
         let p = peek(&f).unwrap();
         assert_eq!(
-            (p.category, p.fatal, p.status_code, p.stage_id, p.frame_len),
-            (Category::Server, true, 500, Some(1), f.len())
+            (p.category, p.fatal, p.status_code, p.stage_id, p.frame_len, p.rule_set),
+            (Category::Server, true, 500, Some(1), f.len(), 7)
         );
     }
 
@@ -467,7 +504,7 @@ mod tests {
         let mut out = vec![0; 10];
         let need = encoded_len(&d.as_ref());
         assert_eq!(
-            encode_into(&d.as_ref(), &mut out),
+            encode_into(&d.as_ref(), 1, &mut out),
             Err(EncodeError::BufferTooSmall {
                 needed: need,
                 available: 10,

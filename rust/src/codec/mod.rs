@@ -7,6 +7,6 @@ mod frame;
 
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
 pub use frame::{
-    decode, decode_frame, encode_into, encoded_len, peek, Frames, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR,
-    MAX_FRAME_LEN, MINOR, MIN_FRAME_LEN,
+    decode, decode_frame, encode_into, encoded_len, peek, Decoded, Frames, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR,
+    MAX_FRAME_LEN, MINOR, MIN_FRAME_LEN, RULE_SET_UNKNOWN,
 };

@@ -1,15 +1,23 @@
 //! The public-text sanitizer: removes what must never reach a client from error messages
 //! (paths, tracebacks, addresses, credentials, media, tensors, personal and infrastructure data).
 //!
-//! Pure Rust (no pyo3). Every rule is a finite automaton, so the cost is linear in the input.
+//! Pure Rust (no pyo3), no automata to build: a line pass for tracebacks, a scan for PEM blocks,
+//! then one pass of the rule table (`table.rs`), each linear in the input.
 
+mod chars;
+mod dumps;
+mod engine;
+mod lexicon;
 mod markers;
-mod media;
+mod net;
+mod out;
 mod param;
+mod paths;
 mod pem;
-mod prefilter;
-mod replace;
-mod rules;
+mod rule;
+mod secrets;
+mod table;
+mod tokens;
 mod traceback;
 mod truncate;
 mod url;
@@ -19,6 +27,10 @@ use std::borrow::Cow;
 pub use markers::{ADDR, BASE64, BYTES, DATA, EMAIL, HOST, IP, PATH, PRIVATE_KEY, SECRET, TENSOR, TRACEBACK};
 pub use param::normalize_parameter;
 pub use truncate::{truncate, TRUNCATION_MARKER};
+
+/// The version of the rules: written into every frame whose text they sanitized, so a reader
+/// with the same rules need not run them again. Bump it whenever what `sanitize` removes changes.
+pub const RULE_SET: u16 = 2;
 
 /// Passes are repeated until nothing changes (at most 8), so `sanitize(sanitize(x)) == sanitize(x)` even
 /// where removing one span exposes another; in practice the second pass finds nothing.
@@ -30,38 +42,42 @@ const MAX_PASSES: usize = 8;
 pub fn sanitize(input: &str, max_len: usize) -> Cow<'_, str> {
     let mut cur: Cow<'_, str> = Cow::Borrowed(input);
     for _ in 0..MAX_PASSES {
-        let next = match one_pass(&cur, max_len) {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(s) => Some(s),
-        };
-        match next {
-            Some(s) => cur = Cow::Owned(s),
-            None => break,
+        match one_pass(&cur, max_len) {
+            Cow::Borrowed(_) => break,
+            Cow::Owned(s) => cur = Cow::Owned(s),
         }
     }
     cur
 }
 
-/// The clean gate; else tracebacks, private keys, media payloads, every rule, the length bound.
-fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
-    if prefilter::is_clean(text) {
-        return truncate(text, max_len);
+/// A request parameter name as a record holds it: one spelling ([`normalize_parameter`]),
+/// sanitized, at most `max_len` bytes.
+#[must_use]
+pub fn parameter(input: &str, max_len: usize) -> Cow<'_, str> {
+    match normalize_parameter(input) {
+        Cow::Borrowed(s) => sanitize(s, max_len),
+        Cow::Owned(s) => Cow::Owned(sanitize(&s, max_len).into_owned()),
     }
+}
+
+/// Tracebacks, private keys, every rule, the length bound.
+fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
     let t = traceback::strip(text);
     let p = pem::strip(&t);
-    let d = media::strip(&p);
-    let r = replace::apply(&d, rules::full());
+    let r = engine::apply(&p, engine::Scope::Text);
     let out = truncate(&r, max_len);
-    let changed = matches!(out, Cow::Owned(_))
-        || matches!(r, Cow::Owned(_))
-        || matches!(d, Cow::Owned(_))
-        || matches!(p, Cow::Owned(_))
-        || matches!(t, Cow::Owned(_));
+    let changed = [&out, &r, &p, &t].iter().any(|c| matches!(c, Cow::Owned(_)));
     if changed {
         Cow::Owned(out.into_owned())
     } else {
         Cow::Borrowed(text)
     }
+}
+
+/// The rule names, in priority order (for documentation and tests).
+#[must_use]
+pub fn rule_names() -> Vec<&'static str> {
+    table::RULES.iter().map(|r| r.name).collect()
 }
 
 #[cfg(test)]

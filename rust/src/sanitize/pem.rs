@@ -3,14 +3,19 @@
 //! The next `END` is searched once and remembered, so many `BEGIN`s cost one scan.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 use memchr::memmem;
 
 use super::markers::PRIVATE_KEY;
-use super::replace::Out;
+use super::out::Out;
 
 const BEGIN: &[u8] = b"-----BEGIN";
 const END: &[u8] = b"-----END";
+
+/// Searchers built once per process (building one costs more than scanning a short message).
+static FIND_BEGIN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(BEGIN));
+static FIND_END: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(END));
 
 /// Length of a `-----BEGIN|END <LABEL> PRIVATE KEY[ BLOCK]-----` line starting at `at`, if any.
 fn armor_len(b: &[u8], at: usize, lead: &[u8]) -> Option<usize> {
@@ -42,15 +47,14 @@ fn body_len(b: &[u8], from: usize) -> usize {
 /// Replaces every PEM private-key block with `<private-key>`.
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
-    let Some(first) = memmem::find(b, BEGIN) else {
+    let Some(first) = FIND_BEGIN.find(b) else {
         return Cow::Borrowed(text);
     };
     let mut out = Out::new(text);
-    let end_finder = memmem::Finder::new(END);
     // The next END at or after the last search position; `None` once none is left.
     let mut next_end: Option<Option<usize>> = None;
     let mut pos = first;
-    while let Some(rel) = memmem::find(&b[pos..], BEGIN) {
+    while let Some(rel) = FIND_BEGIN.find(&b[pos..]) {
         let at = pos + rel;
         let Some(head) = armor_len(b, at, BEGIN) else {
             pos = at + BEGIN.len();
@@ -61,7 +65,7 @@ pub(crate) fn strip(text: &str) -> Cow<'_, str> {
             Some(Some(e)) if e >= body => Some(e),
             Some(None) => None,
             _ => {
-                let found = end_finder.find(&b[body..]).map(|r| body + r);
+                let found = FIND_END.find(&b[body..]).map(|r| body + r);
                 next_end = Some(found);
                 found
             }

@@ -1,30 +1,81 @@
-//! Line pass: removes Python traceback headers, frame lines, echoed source and caret lines, and
-//! C++ `frame #N:` lines, keeping every other line (the final error line in particular).
+//! Line pass: removes Python traceback headers, frame lines, the source lines printed under
+//! them and their caret lines, and C++ `frame #N:` lines, keeping every other line (the final
+//! error line in particular).
+//!
+//! `IPython` and Jupyter print frames as `File ~/x.py:722, in f(self)` (or `/x.py in f(...)`)
+//! followed by numbered source lines (`    721 with m:`, `--> 722     y = g()`); those go too.
+//!
+//! Lines may carry a prefix that the logger or a process wrapper put in front of each line
+//! (`(EngineCore_DP0 pid=7) ERROR 01-08 11:19:33 [core.py:866]`, `|` gutters of exception groups):
+//! the lines under a frame are its source when they carry the same prefix and are indented
+//! deeper, or, whatever their indent (log collectors strip it), when they directly follow the
+//! frame and do not read like the exception line.
 
 use std::borrow::Cow;
 
-use memchr::memmem;
+use memchr::memchr3_iter;
 
 use super::markers::TRACEBACK;
 
 const HEADER: &str = "Traceback (most recent call last):";
 
-/// Whether `text` may hold a traceback (cheap substring checks, no allocation).
-fn has_trigger(text: &str) -> bool {
-    let b = text.as_bytes();
-    memmem::find(b, b"File \"").is_some()
-        || memmem::find(b, b"Traceback (").is_some()
-        || memmem::find(b, b"frame #").is_some()
+/// Whether `text` may hold a traceback: a `File "`, `Traceback (`, `frame #` (found from the
+/// rarer byte in each: `"`, `(`, `#`), or an `IPython` frame's `.py in `, `.py](`, `.py:N, in `.
+fn has_trigger(b: &[u8]) -> bool {
+    let ipython = memchr::memmem::find_iter(b, b".py").any(|i| {
+        let after = &b[i + 3..];
+        after.starts_with(b" in ")
+            || after.starts_with(b"](")
+            || (after.first() == Some(&b':') && memchr::memmem::find(after, b", in ").is_some())
+    });
+    ipython
+        || memchr3_iter(b'"', b'(', b'#', b).any(|i| match b[i] {
+            b'"' => b[..i].ends_with(b"File "),
+            b'(' => b[..i].ends_with(b"Traceback "),
+            _ => b[..i].ends_with(b"frame "),
+        })
 }
 
-fn strip_gutter(line: &str) -> &str {
-    line.trim_start_matches([' ', '\t', '|'])
+/// An `IPython` frame line: `File ~/x.py:722, in f(...)` or `/x/y.py in f(...)` (possibly a
+/// Markdown link: `[/x/y.py](...) in f(...)`).
+fn is_ipython_frame(t: &str) -> bool {
+    if let Some(rest) = t.strip_prefix("File ").filter(|r| !r.starts_with('"')) {
+        let Some(colon) = rest.find(", in ") else { return false };
+        let head = &rest[..colon];
+        return head.rsplit_once(':').is_some_and(|(path, line)| {
+            !path.is_empty() && !path.contains(' ') && !line.is_empty() && line.bytes().all(|c| c.is_ascii_digit())
+        });
+    }
+    let first = t.split(' ').next().unwrap_or_default();
+    let path_like = first.starts_with(['/', '~', '[']) || first.get(1..3) == Some(":\\");
+    let py = first.len() > 3 && first[first.len() - 3..].eq_ignore_ascii_case(".py");
+    path_like && (py || first.ends_with(')')) && t[first.len()..].starts_with(" in ")
 }
 
-fn is_frame(t: &str) -> bool {
-    (t.starts_with("File \"") && t.contains("\", line ")) || is_cpp_frame(t)
+/// A numbered source line of an `IPython` frame: `    720 code`, `--> 722     code`, `   1160 `.
+fn is_numbered_source(t: &str) -> bool {
+    let t = t.trim_start_matches('-').trim_start_matches('>').trim_start();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && t.as_bytes().get(digits).map_or(true, |c| *c == b' ')
 }
 
+fn indent(s: &str) -> usize {
+    s.len() - s.trim_start_matches([' ', '\t']).len()
+}
+
+/// `File "x.py", line 3, in f` at `at` in `line`.
+fn is_frame_at(line: &str, at: usize) -> bool {
+    let rest = &line[at..];
+    let Some(path_end) = rest.get(6..).and_then(|r| memchr::memchr(b'"', r.as_bytes())) else {
+        return false;
+    };
+    let after = &rest[6 + path_end + 1..];
+    after
+        .strip_prefix(", line ")
+        .is_some_and(|n| n.bytes().next().is_some_and(|c| c.is_ascii_digit()))
+}
+
+/// `frame #12: c10::Error::Error(...)`.
 fn is_cpp_frame(t: &str) -> bool {
     let Some(rest) = t.strip_prefix("frame #") else {
         return false;
@@ -33,34 +84,110 @@ fn is_cpp_frame(t: &str) -> bool {
     digits > 0 && rest.as_bytes().get(digits) == Some(&b':')
 }
 
-fn indent(line: &str) -> usize {
-    line.len() - line.trim_start_matches([' ', '\t']).len()
+/// What a traceback line is: its prefix (what precedes the marker, trailing blanks and gutters
+/// trimmed), the marker's indentation after the prefix, and its kind.
+struct Marked<'a> {
+    prefix: &'a str,
+    indent: usize,
+    kind: Kind,
+}
+
+/// A removed line, by what may follow it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A header, a `[Previous line repeated]` note, a C++ frame: nothing follows.
+    Marker,
+    /// A Python frame: its source lines may follow.
+    Frame,
+    /// An `IPython` frame: numbered source lines may follow.
+    IpythonFrame,
+}
+
+/// Where `marker` occurs in `line`, found from its byte at `pivot` (a rare byte of the marker).
+fn find_marker(line: &str, marker: &str, pivot: usize) -> Option<usize> {
+    let (b, m) = (line.as_bytes(), marker.as_bytes());
+    memchr::memchr_iter(m[pivot], b)
+        .filter_map(|i| i.checked_sub(pivot))
+        .find(|&at| b[at..].starts_with(m))
+}
+
+fn marked(line: &str) -> Option<Marked<'_>> {
+    let split = |at: usize, kind: Kind| {
+        let head = &line[..at];
+        let prefix = head.trim_end_matches([' ', '\t', '|']);
+        // The marker starts the line or follows a blank or gutter, never the end of a word.
+        let standalone = prefix.is_empty() || head.len() > prefix.len();
+        standalone.then(|| Marked {
+            prefix,
+            indent: head.len() - prefix.len(),
+            kind,
+        })
+    };
+    if let Some(at) = find_marker(line, "File \"", 5) {
+        if is_frame_at(line, at) {
+            return split(at, Kind::Frame);
+        }
+    }
+    for (marker, pivot) in [(HEADER, 10), ("[Previous line repeated", 0)] {
+        if let Some(at) = find_marker(line, marker, pivot) {
+            return split(at, Kind::Marker);
+        }
+    }
+    let t = line.trim_start_matches([' ', '\t', '|']);
+    let kind = if is_cpp_frame(t) {
+        Kind::Marker
+    } else if is_ipython_frame(t) {
+        Kind::IpythonFrame
+    } else {
+        return None;
+    };
+    Some(Marked {
+        prefix: "",
+        indent: line.len() - t.len(),
+        kind,
+    })
+}
+
+/// `RuntimeError: boom`, `vllm.v1.engine.exceptions.EngineDeadError: ...`, `KeyboardInterrupt`.
+fn reads_like_exception(t: &str) -> bool {
+    let name = t
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.'))
+        .count();
+    name > 0 && t.as_bytes()[0].is_ascii_alphabetic() && matches!(t.as_bytes().get(name), None | Some(b':'))
+}
+
+fn is_carets(t: &str) -> bool {
+    !t.is_empty() && t.bytes().all(|c| matches!(c, b'^' | b'~' | b' '))
 }
 
 /// Removes traceback lines; each removed block becomes one `<traceback>` line.
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
-    if !has_trigger(text) {
+    if !has_trigger(text.as_bytes()) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
     let mut changed = false;
     let mut in_block = false;
-    // Indentation of the last frame line, while the lines after it may be its echoed source.
-    let mut frame_indent: Option<usize> = None;
+    // The frame whose source lines may follow: its prefix, indent and kind, and lines seen since.
+    let mut frame: Option<(&str, usize, Kind, usize)> = None;
     for line in text.split_inclusive('\n') {
         let body = line.trim_end_matches(['\n', '\r']);
-        let t = strip_gutter(body);
-        let drop = if t.starts_with(HEADER) || t.starts_with("[Previous line repeated") {
-            frame_indent = None;
+        let drop = if let Some(m) = marked(body) {
+            frame = (m.kind != Kind::Marker).then_some((m.prefix, m.indent, m.kind, 0));
             true
-        } else if is_frame(t) {
-            frame_indent = Some(indent(body));
-            true
-        } else if let Some(fi) = frame_indent {
-            let source = !t.is_empty() && indent(body) > fi;
-            if !source {
-                frame_indent = None;
-            }
+        } else if let Some((prefix, fi, kind, seen)) = frame {
+            let rest = body
+                .strip_prefix(prefix)
+                .filter(|r| prefix.is_empty() || r.starts_with([' ', '\t']));
+            let source = rest.is_some_and(|r| {
+                let t = r.trim_start_matches([' ', '\t', '|']);
+                match kind {
+                    Kind::IpythonFrame => t.is_empty() || is_numbered_source(t),
+                    _ => !t.is_empty() && (indent(r) > fi || is_carets(t) || (seen == 0 && !reads_like_exception(t))),
+                }
+            });
+            frame = source.then_some((prefix, fi, kind, seen + 1));
             source
         } else {
             false
@@ -101,6 +228,32 @@ mod tests {
     fn cpp_frames() {
         let tb = "CUDA error\nframe #0: c10::Error + 0x96 (0x7f in /x/libc10.so)\nframe #1: y\ndone";
         assert_eq!(strip(tb), "CUDA error\n<traceback>\ndone");
+    }
+
+    #[test]
+    fn log_prefixed_frames_and_their_source() {
+        let p = "(EngineCore_DP0 pid=7) ERROR 01-08 11:19:33 [core.py:866]";
+        let tb = format!(
+            "{p} Traceback (most recent call last):\n{p}   File \"/x/core.py\", line 857, in run\n{p}     engine = Proc(*args)\n{p}              ^^^^^\n{p} ValueError: bad\n"
+        );
+        assert_eq!(strip(&tb), format!("<traceback>\n{p} ValueError: bad\n"));
+    }
+
+    #[test]
+    fn source_lines_whose_indent_was_stripped() {
+        let p = "ERROR 05-23 09:31:47 [core.py:396]";
+        let tb = format!(
+            "{p} File \"/x/b.py\", line 459, in call\n{p} Interp(self.split_gm, names)\n{p} RuntimeError: boom"
+        );
+        assert_eq!(strip(&tb), format!("<traceback>\n{p} RuntimeError: boom"));
+    }
+
+    #[test]
+    fn ipython_frames_and_their_numbered_source() {
+        let tb = "Error\nFile ~/env/lib/python3.10/site-packages/vllm/worker/model_runner.py:722, in Runner.load(self)\n    720 logger.info(x)\n--> 722     self.model = get_model(a,\n    723       b)\n\nValueError: bad";
+        assert_eq!(strip(tb), "Error\n<traceback>\nValueError: bad");
+        let old = "[/usr/lib/vllm/utils.py](https://localhost:8080/#) in inner(*args)\n   1159  )\n-> 1161  return fn(*args)\nRuntimeError: x";
+        assert_eq!(strip(old), "<traceback>\nRuntimeError: x");
     }
 
     #[test]

@@ -1,0 +1,248 @@
+//! One left-to-right pass of the rule table over a text.
+//!
+//! Each byte selects, through one table lookup, the rules it can trigger; most bytes select
+//! none, so clean text costs about a byte scan. Where several rules match at one trigger, the
+//! match that starts first wins, then the rule listed first. A rule that has read ahead without
+//! matching says how far (`MissUntil`), and is not tried again before that byte: with every
+//! look-back and look-ahead bounded or skipped this way, the pass is linear in the text.
+
+use std::borrow::Cow;
+
+use super::chars::{class_in, B64, RUN, WORD};
+use super::out::Out;
+use super::rule::{Cx, Edit, Found, Hit};
+use super::table::{
+    Mask, Start, AFTER, ALL, AT, BEFORE, BYTE_MASKS, BY_BYTE, BY_START, IN_URL, MIN_RUN, RULES, RULE_COUNT,
+};
+
+/// Where a pass runs: on public text, or on the parts of a URL.
+#[derive(Clone, Copy)]
+pub(crate) enum Scope {
+    Text,
+    Url,
+}
+
+/// The rules of `scope`, run once over `text`.
+pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
+    let (rules, trigger) = match scope {
+        Scope::Text => (ALL, TRIGGER),
+        Scope::Url => (IN_URL, TRIGGER_IN_URL),
+    };
+    let b = text.as_bytes();
+    let mut out = Out::new(text);
+    let mut not_before = [0usize; RULE_COUNT];
+    let mut cursor = 0;
+    // The token run `i` is in ends at `run_end`; the run rules apply up to `long_end`.
+    let (mut run_end, mut long_end) = (0, 0);
+    let mut i = 0;
+    while i < b.len() {
+        let kind = KIND[usize::from(b[i])];
+        if kind & IN_RUN != 0 && i >= run_end {
+            let (end, any_trigger) = measure_run(b, i, trigger);
+            run_end = end;
+            long_end = if end - i >= MIN_RUN { end } else { i };
+            // A short word without a trigger byte (most words of prose) is skipped whole.
+            if long_end == i && !any_trigger {
+                i = end;
+                continue;
+            }
+        }
+        let run_rules = if i < long_end {
+            starts_at(b, i, cursor) & rules
+        } else {
+            0
+        };
+        if kind & trigger == 0 && run_rules == 0 {
+            i += 1;
+            continue;
+        }
+        let (before, after) = (
+            if i == 0 { b' ' } else { b[i - 1] },
+            b.get(i + 1).copied().unwrap_or(b' '),
+        );
+        // The rules' conditions on the bytes around `i`, for all rules at once.
+        let mask = ((BY_BYTE[usize::from(b[i])] & rules) | run_rules)
+            & AT[usize::from(b[i])]
+            & BEFORE[usize::from(before)]
+            & AFTER[usize::from(after)];
+        if mask == 0 {
+            i += 1;
+            continue;
+        }
+        let cx = Cx {
+            text,
+            b,
+            lo: cursor,
+            inner: url_parts,
+        };
+        match best_hit(&cx, i, mask, &mut not_before) {
+            Some(hit) => {
+                match hit.edit {
+                    Edit::Keep => {}
+                    Edit::Mark { from, to, marker } => out.replace(from, to, marker),
+                    Edit::Text(s) => out.replace(hit.start, hit.end, &s),
+                }
+                cursor = hit.end;
+                i = hit.end;
+            }
+            None => i += 1,
+        }
+    }
+    out.finish()
+}
+
+/// End of the token run at `i`, and whether a byte in it triggers a rule.
+fn measure_run(b: &[u8], i: usize, trigger: u8) -> (usize, bool) {
+    let mut any = 0;
+    let mut j = i;
+    while j < b.len() {
+        let k = KIND[usize::from(b[j])];
+        if k & IN_RUN == 0 {
+            break;
+        }
+        any |= k;
+        j += 1;
+    }
+    (j, any & trigger != 0)
+}
+
+/// Per byte: which token-run classes it is in, whether it is a blank, and whether it triggers
+/// a rule in each scope.
+const IN_RUN: u8 = 1;
+const IS_WORD: u8 = 1 << 1;
+const IS_DIGIT: u8 = 1 << 2;
+const IS_B64: u8 = 1 << 3;
+const IS_BLANK: u8 = 1 << 4;
+const TRIGGER: u8 = 1 << 5;
+const TRIGGER_IN_URL: u8 = 1 << 6;
+
+static KIND: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let byte = c as u8;
+        let flags = [
+            (class_in(byte, RUN), IN_RUN),
+            (class_in(byte, WORD), IS_WORD),
+            (byte.is_ascii_digit(), IS_DIGIT),
+            (class_in(byte, B64), IS_B64),
+            (byte == b' ' || byte == b'\t', IS_BLANK),
+            (BYTE_MASKS[c] & ALL != 0, TRIGGER),
+            (BYTE_MASKS[c] & IN_URL != 0, TRIGGER_IN_URL),
+        ];
+        let mut k = 0;
+        while k < flags.len() {
+            if flags[k].0 {
+                t[c] |= flags[k].1;
+            }
+            k += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// The run rules that may start at `b[i]` (inside a long token run), from what it and the byte
+/// before it are; at the start of the text or right after a match, every kind of start counts.
+fn starts_at(b: &[u8], i: usize, cursor: usize) -> Mask {
+    let k = KIND[usize::from(b[i])];
+    let p = if i == 0 || i == cursor {
+        0
+    } else {
+        KIND[usize::from(b[i - 1])]
+    };
+    let mut mask = 0;
+    if k & IS_WORD != 0 && p & IS_WORD == 0 {
+        mask |= BY_START[Start::Word as usize];
+        if k & IS_DIGIT != 0 {
+            mask |= BY_START[Start::Number as usize];
+        }
+    }
+    if k & IS_B64 != 0 && p & IS_B64 == 0 {
+        mask |= BY_START[Start::Base64 as usize];
+    }
+    if p & IS_BLANK != 0 {
+        mask |= BY_START[Start::AfterBlank as usize];
+    }
+    mask
+}
+
+/// The rules that apply inside a URL, as the URL rule's helper.
+fn url_parts(s: &str) -> Cow<'_, str> {
+    apply(s, Scope::Url)
+}
+
+/// The winning match among the rules of `mask` (whose byte conditions hold at `i`) at trigger
+/// `i`: the earliest start, then the earliest rule.
+fn best_hit(cx: &Cx<'_>, i: usize, mut mask: Mask, not_before: &mut [usize; RULE_COUNT]) -> Option<Hit> {
+    let mut best: Option<Hit> = None;
+    while mask != 0 {
+        let r = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        if not_before[r] > i {
+            continue;
+        }
+        match (RULES[r].find)(cx, i) {
+            Found::Hit(hit) if hit.start >= cx.lo && hit.end > i => {
+                if best.as_ref().map_or(true, |b| hit.start < b.start) {
+                    best = Some(hit);
+                }
+            }
+            Found::MissUntil(until) => not_before[r] = until,
+            Found::Hit(_) | Found::Miss => {}
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(s: &str) -> String {
+        apply(s, Scope::Text).into_owned()
+    }
+
+    #[test]
+    fn clean_text_is_borrowed() {
+        assert!(matches!(
+            apply("max_tokens must be <= 4096, got 10000", Scope::Text),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn key_values() {
+        assert_eq!(
+            run("password=hunter2x sslmode=require"),
+            "password=<secret> sslmode=require"
+        );
+        assert_eq!(run("{'passwd': 'abc!def'}"), "{'passwd': '<secret>'}");
+        assert_eq!(
+            run(r#"{"Authorization": "Bearer abcdefgh12345"}"#),
+            r#"{"Authorization": "Bearer <secret>"}"#
+        );
+        assert_eq!(run("api_key=None"), "api_key=None");
+        assert_eq!(
+            run("Unknown key 'hf_token' in request body"),
+            "Unknown key 'hf_token' in request body"
+        );
+        assert_eq!(run("max_tokens=4096"), "max_tokens=4096");
+    }
+
+    #[test]
+    fn ips() {
+        assert_eq!(run("connect 10.1.2.3:80"), "connect <ip>:80");
+        assert_eq!(run("cublas 12.4.5.8"), "cublas 12.4.5.8");
+        assert_eq!(run("bind 0.0.0.0:8000"), "bind 0.0.0.0:8000");
+        assert_eq!(run("[fd12:3456::5]:29500"), "[<ip>]:29500");
+    }
+
+    #[test]
+    fn escaped_frame_inside_a_json_string() {
+        let s = r#"{"error": "Traceback (most recent call last):\n  File \"/opt/x/omni_stage.py\", line 201, in _load\n    snapshot_download(repo, token=\"abc\")\nGatedRepoError: 403"}"#;
+        let out = run(s);
+        assert!(!out.contains("snapshot_download"), "{out}");
+        assert!(out.contains("GatedRepoError: 403"), "{out}");
+    }
+}
