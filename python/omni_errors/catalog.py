@@ -18,7 +18,8 @@ _HEADER = """\
      fails when this file drifts. -->
 
 Every failure is classified by the first row that matches along the exception's MRO (most specific
-rows first). The resulting record renders the same way on every transport: HTTP status ==
+rows first). The `vllm_omni.*` rows are matched by class name, so the table never imports vLLM-Omni.
+The resulting record renders the same way on every transport: HTTP status ==
 `error.code`; SSE ends with one `data: {"error": ...}` event then `data: [DONE]`; WebSocket sends one
 `{"type": "error", "error": ...}` message then closes with 1008 (client fault) or 1011 (server
 fault); async jobs store the record (metadata 200 with the embedded error, content with the stored
@@ -60,13 +61,14 @@ def _cell(text: str) -> str:
 
 def render_catalog() -> str:
     """The catalogue as Markdown, one row per classify rule, in lookup order."""
-    from omni_errors.classify import RULES
+    from omni_errors.classify import NAMED_RULES, RULES
 
     lines = [
         "| exception | category | status | type | param | stage | fatal | message | when |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for cls, rule in RULES.items():
+    rows = [*NAMED_RULES.items(), *((_name(cls), rule) for cls, rule in RULES.items())]
+    for name, rule in rows:
         if rule.carrier and not rule.fatal:
             category, status, error_type = f"{rule.category} (carried)", "carried", "carried"
         else:
@@ -87,7 +89,7 @@ def render_catalog() -> str:
             message = "the exception's message"
         param = f"`{rule.parameter_attr}`" if rule.parameter_attr else ("from `loc`" if rule.extract else "")
         cells = [
-            f"`{_name(cls)}`",
+            f"`{name}`",
             category,
             status,
             error_type,

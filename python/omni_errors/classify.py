@@ -24,11 +24,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
 from vllm.exceptions import (
-    ChatTemplateResolutionError,
     GenerationError,
     GracefulHTTPError,
     LoRAAdapterNotFoundError,
-    RetryableRequestError,
     VLLMClientError,
     VLLMError,
     VLLMNotFoundError,
@@ -39,7 +37,7 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors._status import phrase, type_for_status
+from omni_errors._status import identifier, phrase, type_for_status
 from omni_errors.errors import InvalidRecordError, OmniErrorsError
 from omni_errors.exceptions import (
     GuardrailViolationError,
@@ -52,8 +50,18 @@ from omni_errors.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
+from omni_errors.lifecycle.failures import DEAD_MESSAGE
 
-__all__ = ["RULES", "Rule", "classify", "raw_fallbacks_enabled", "rule_for", "set_raw_fallbacks", "type_for_status"]
+__all__ = [
+    "NAMED_RULES",
+    "RULES",
+    "Rule",
+    "classify",
+    "raw_fallbacks_enabled",
+    "rule_for",
+    "set_raw_fallbacks",
+    "type_for_status",
+]
 
 Category = Literal["client", "server"]
 # Fields of an exception that become public text; returns (message, parameter).
@@ -72,6 +80,7 @@ class Rule:
         status_attr: instance attribute holding the status, if the class carries one.
         parameter_attr: instance attribute naming the rejected request parameter.
         message_attr: instance attribute holding the public message (else `args[0]`, else `str(exc)`).
+        type_attr: instance attribute holding the OpenAI-style type (normalised to an identifier).
         public_message: a fixed public message that replaces the exception's own text.
         stage_attr: instance attribute holding the id of the stage that raised.
         fatal: the failure ends the stage (server only).
@@ -88,6 +97,7 @@ class Rule:
     status_attr: str | None = None
     parameter_attr: str | None = None
     message_attr: str | None = None
+    type_attr: str | None = None
     public_message: str | None = None
     stage_attr: str | None = None
     fatal: bool = False
@@ -127,6 +137,15 @@ def _validation_summary(exc: BaseException) -> tuple[str, str | None]:
     return "\n".join(lines), param
 
 
+def _since_vllm_031(name: str) -> type[BaseException] | None:
+    """A `vllm.exceptions` class that vLLM 0.30 lacks (`ChatTemplateResolutionError`,
+    `RetryableRequestError`); its row is left out there, where vLLM raises plain types instead."""
+    import vllm.exceptions
+
+    cls = getattr(vllm.exceptions, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+
+
 def _inductor_error() -> type[BaseException] | None:
     """torch's `InductorError`, if this torch build has the compiler package."""
     try:
@@ -136,7 +155,8 @@ def _inductor_error() -> type[BaseException] | None:
     return InductorError
 
 
-_DEAD = EngineDeadError.CLIENT_MESSAGE
+# vLLM >= 0.31 names the public text of a dead engine; 0.30 has only its log text (same wording as DEAD_MESSAGE).
+_DEAD = getattr(EngineDeadError, "CLIENT_MESSAGE", DEAD_MESSAGE)
 _C: Category = "client"
 _S: Category = "server"
 _BAD, _ISE = "BadRequestError", "InternalServerError"
@@ -170,9 +190,10 @@ _ROWS: list[tuple[type[BaseException] | None, Rule]] = [
     (LoRAAdapterNotFoundError, Rule(_C, 404, "NotFoundError", message_attr="message",
                                     summary="LoRA adapter not found")),
     (VLLMNotFoundError, Rule(_C, 404, "NotFoundError", summary="Missing model, LoRA, voice, job or artifact")),
-    (ChatTemplateResolutionError, Rule(_C, 400, _BAD, summary="Chat template could not be resolved")),
+    (_since_vllm_031("ChatTemplateResolutionError"), Rule(_C, 400, _BAD,
+                                                          summary="Chat template could not be resolved")),
     (VLLMClientError, Rule(_C, 400, _BAD, summary="Any other client-caused error")),
-    (RetryableRequestError, Rule(_S, 503, "ServiceUnavailableError", status_attr="status_code",
+    (_since_vllm_031("RetryableRequestError"), Rule(_S, 503, "ServiceUnavailableError", status_attr="status_code",
                                  summary="Transient request failure, safe to retry")),
     (GenerationError, Rule(_S, 500, _ISE, status_attr="status_code",
                            summary="finish_reason reported an internal error")),
@@ -210,6 +231,20 @@ _ROWS: list[tuple[type[BaseException] | None, Rule]] = [
 RULES: Mapping[type[BaseException], Rule] = {cls: rule for cls, rule in _ROWS if cls is not None}
 """The classification table, in catalogue order (most specific first)."""
 
+# Classes of packages this module must not import (vLLM-Omni imports vLLM and patches it), keyed by
+# "module.QualName" and matched along the MRO like RULES: an instance can only exist once its
+# module is loaded, so looking the name up costs nothing and imports nothing.
+# fmt: off
+NAMED_RULES: Mapping[str, Rule] = {
+    "vllm_omni.errors.OmniClientError": Rule(
+        None, 400, status_attr="status_code", message_attr="message", type_attr="error_type",
+        summary="vLLM-Omni 0.30's client error (guardrails included): its own status and type"),
+    "vllm_omni.entrypoints.omni_base.OmniEngineDeadError": Rule(
+        _S, 500, _ISE, public_message=_DEAD, stage_attr="error_stage_id", fatal=True,
+        summary="vLLM-Omni 0.30's fatal stage failure (`error_stage_id`)"),
+}
+# fmt: on
+
 _raw_fallbacks = True
 
 
@@ -237,7 +272,7 @@ def rule_for(cls: type[BaseException], *, raw_fallbacks: bool = True, stage_know
     if cached is not None:
         return cached
     for base in cls.__mro__:
-        rule = RULES.get(base)
+        rule = RULES.get(base) or NAMED_RULES.get(f"{base.__module__}.{base.__qualname__}")
         if rule is None or (rule.raw_fallback and not raw_fallbacks) or (rule.stage_deadline and not stage_known):
             continue
         if len(_RULE_CACHE) < 4096:  # bounded: classes can be created at runtime
@@ -260,6 +295,15 @@ def _status_of(exc: BaseException, rule: Rule) -> tuple[Category, int]:
     if 500 <= status < 600:
         return "server", status
     return "server", 500  # a "status" that is not an error status is a server bug
+
+
+def _own_type(exc: BaseException, rule: Rule) -> str | None:
+    value = getattr(exc, rule.type_attr, None) if rule.type_attr else None
+    if not isinstance(value, str):
+        return None
+    if value.isascii() and value.isidentifier() and len(value) <= 64:
+        return value
+    return identifier(value)[:64] or None
 
 
 def _message_of(exc: BaseException, rule: Rule) -> tuple[str, str | None]:
@@ -329,7 +373,7 @@ def classify(
         if type(exc) in (OmniClientError, OmniServerError):  # pragma: no cover - they always carry one
             rule = rule_for(type(exc).__mro__[1])
     category, status = _status_of(exc, rule)
-    error_type = rule.error_type or type_for_status(status)
+    error_type = rule.error_type or _own_type(exc, rule) or type_for_status(status)
     try:
         message, parameter = _message_of(exc, rule)
     except Exception:  # a broken __str__ or attribute must not break the error path
