@@ -59,12 +59,15 @@ def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:
 
 def handled_classes() -> list[type[BaseException]]:
     """The classes `install` registers, `Exception` last."""
+    from fastapi import HTTPException as FastAPIHTTPException
     from vllm.exceptions import VLLMError
 
     from omni_errors.classify import RULES
 
     classes: list[type[BaseException]] = []
-    for cls in [*RULES, VLLMError, *_subclasses(VLLMError), *_RAW]:
+    # FastAPI's HTTPException subclasses Starlette's; vLLM registers its handler for FastAPI's,
+    # and Starlette picks the handler of the most derived class, so both are registered.
+    for cls in [*RULES, FastAPIHTTPException, VLLMError, *_subclasses(VLLMError), *_RAW]:
         if cls not in classes and cls is not BaseException and issubclass(cls, Exception) and cls is not Exception:
             classes.append(cls)
     return [*classes, Exception]
