@@ -17,7 +17,7 @@ from vllm_omni.diffusion.diffusion_engine import DiffusionEngine
 from vllm_omni.diffusion.executor.abstract import DiffusionExecutor
 from vllm_omni.diffusion.worker.utils import BatchRunnerOutput, RunnerOutput
 
-from omni_errors_fake_diffusion.faults import fault_of, raise_fault
+from omni_errors_fake_diffusion.faults import fault_of, mark, raise_fault
 
 __all__ = ["FakeExecutor", "install"]
 
@@ -46,6 +46,7 @@ class FakeExecutor(DiffusionExecutor):
         for new_req in scheduler_output.scheduled_new_reqs:
             fault = fault_of(new_req.req.prompt)
             if fault == "fatal":
+                mark(fault)
                 self._lose_worker()
                 raise EngineDeadError()
             try:

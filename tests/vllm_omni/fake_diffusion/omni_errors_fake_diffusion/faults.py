@@ -11,7 +11,10 @@ import os
 import re
 import time
 
-__all__ = ["FAULTS", "fault_of", "raise_fault"]
+__all__ = ["FAULTS", "fault_of", "mark", "raise_fault"]
+
+#: File the fake appends `<unix time> <stage> <fault>` to when a fault fires (the chaos harness's marker).
+MARKER_ENV = "OMNI_FAKE_DIFFUSION_MARKER"
 
 _MARKER = re.compile(r"\[fault:([a-z-]+)\]")
 
@@ -34,7 +37,17 @@ FAULTS = {
     "value": "ValueError with a checkpoint path in the worker (internal: never a client error)",
     "guardrail": "vLLM-Omni's OmniClientError 422 from a content guardrail",
     "slow": "takes 2 s (keeps the request in flight while another one fails)",
+    "hold": "takes 3 s and marks the moment it starts (something to interrupt with Ctrl+C)",
+    "die": "the stage process is SIGKILLed (a segfault, the OOM killer): only in the subprocess mode",
 }
+
+
+def mark(name: str) -> None:
+    """Note that fault `name` fired, for whoever times what follows."""
+    path = os.environ.get(MARKER_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as marker:
+            marker.write(f"{time.time():.6f} 0 {name}\n")
 
 
 def fault_of(prompt: object) -> str | None:
@@ -47,6 +60,12 @@ def raise_fault(name: str) -> None:
     """Raise the per-request fault `name` ("fatal" is the executor's own: see engine.py)."""
     import torch
 
+    if name != "slow":
+        mark(name)
+    if name == "die":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
     if name == "oom":
         raise torch.OutOfMemoryError(OOM_TEXT.format(pid=os.getpid()))
     if name == "oom-wrapped":
@@ -64,3 +83,5 @@ def raise_fault(name: str) -> None:
         )
     if name == "slow":
         time.sleep(2.0)
+    if name == "hold":
+        time.sleep(3.0)
