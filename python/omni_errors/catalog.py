@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+from omni_errors.rules import LazyClass
+
 __all__ = ["render_catalog"]
 
 _HEADER = """\
@@ -18,8 +20,9 @@ _HEADER = """\
      fails when this file drifts. -->
 
 Every failure is classified by the first row that matches along the exception's MRO (most specific
-rows first). The `vllm_omni.*` rows are matched by class name, so the table never imports vLLM-Omni.
-The resulting record renders the same way on every transport: HTTP status ==
+rows first). Rows of classes named lazily (a module that may be absent, e.g. `vllm_omni.*`) are
+matched once that module is loaded; the table never imports it. The resulting record renders the
+same way on every transport: HTTP status ==
 `error.code`; SSE ends with one `data: {"error": ...}` event then `data: [DONE]`; WebSocket sends one
 `{"type": "error", "error": ...}` message then closes with 1008 (client fault) or 1011 (server
 fault); async jobs store the record (metadata 200 with the embedded error, content with the stored
@@ -47,7 +50,9 @@ Notes:
 """
 
 
-def _name(cls: type[BaseException]) -> str:
+def _name(cls: type[BaseException] | LazyClass) -> str:
+    if isinstance(cls, LazyClass):
+        return cls.qualname
     if cls is asyncio.TimeoutError:
         return "asyncio.TimeoutError"  # an alias of the builtin since 3.11; named as callers spell it
     if cls.__module__ == "builtins":
@@ -61,14 +66,13 @@ def _cell(text: str) -> str:
 
 def render_catalog() -> str:
     """The catalogue as Markdown, one row per classify rule, in lookup order."""
-    from omni_errors.classify import NAMED_RULES, RULES
+    from omni_errors.classify import RULES
 
     lines = [
         "| exception | category | status | type | param | stage | fatal | message | when |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    rows = [*NAMED_RULES.items(), *((_name(cls), rule) for cls, rule in RULES.items())]
-    for name, rule in rows:
+    for cls, rule in RULES.items():
         if rule.carrier and not rule.fatal:
             category, status, error_type = f"{rule.category} (carried)", "carried", "carried"
         else:
@@ -89,7 +93,7 @@ def render_catalog() -> str:
             message = "the exception's message"
         param = f"`{rule.parameter_attr}`" if rule.parameter_attr else ("from `loc`" if rule.extract else "")
         cells = [
-            f"`{name}`",
+            f"`{_name(cls)}`",
             category,
             status,
             error_type,

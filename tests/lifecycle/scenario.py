@@ -19,7 +19,8 @@ from typing import Any
 
 from omni_errors.lifecycle import LifecycleConfig, StageRequestError, StageSpec, StageStartupError, Supervisor
 
-_KINDS = {"ar": "omni_errors.lifecycle.toy:ARStage", "diffusion": "omni_errors.lifecycle.toy:DiffusionStage"}
+# `toy` is tests/lifecycle/toy.py: this script's directory is on sys.path, and spawned stages inherit it.
+_KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -28,7 +29,10 @@ def emit(event: str, **fields: Any) -> None:
 
 def _specs(stages: list[dict[str, Any]]) -> list[StageSpec]:
     # Engines are named by string so that only the stage processes import torch.
-    return [StageSpec(_KINDS[s["kind"]], s.get("kwargs", {}), name=s["kind"]) for s in stages]
+    return [
+        StageSpec(_KINDS[s["kind"]], {"stage_id": i, **s.get("kwargs", {})}, name=s["kind"])
+        for i, s in enumerate(stages)
+    ]
 
 
 async def run(cfg: dict[str, Any]) -> int:

@@ -1,6 +1,6 @@
 """Fail-fast lifecycle for multi-stage, multi-process pipelines (seeds 001, 003, 004).
 
-Importing this package does not import torch or vLLM; `omni_errors.lifecycle.toy` does (torch).
+Importing this package does not import torch or vLLM.
 """
 
 from __future__ import annotations

@@ -64,10 +64,13 @@ def handled_classes() -> list[type[BaseException]]:
 
     from omni_errors.classify import RULES
 
+    # A lazy row's class is registered when its module is loaded; otherwise no instance can be raised yet,
+    # and one raised later still reaches a concrete handler through its builtin base (`_RAW`).
+    table = [lazy if isinstance(lazy, type) else lazy.resolve() for lazy in RULES]
     classes: list[type[BaseException]] = []
     # FastAPI's HTTPException subclasses Starlette's; vLLM registers its handler for FastAPI's,
     # and Starlette picks the handler of the most derived class, so both are registered.
-    for cls in [*RULES, FastAPIHTTPException, VLLMError, *_subclasses(VLLMError), *_RAW]:
+    for cls in [*(c for c in table if c is not None), FastAPIHTTPException, VLLMError, *_subclasses(VLLMError), *_RAW]:
         if cls not in classes and cls is not BaseException and issubclass(cls, Exception) and cls is not Exception:
             classes.append(cls)
     return [*classes, Exception]

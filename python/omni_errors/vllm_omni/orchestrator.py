@@ -17,10 +17,10 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors.core_table import fatal_record
 from omni_errors.errors import InvalidRecordError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.patching import apply
 from omni_errors.vllm_omni.records import output_record
@@ -57,7 +57,7 @@ def record_message_class(error_message: type) -> Any:
 
 def _from_flat(message: Any) -> OmniErrorDetails:
     if message.fatal:
-        return lifecycle_error("dead", DEAD_MESSAGE, stage_id=message.stage_id, request_id=message.request_id)
+        return fatal_record(stage_id=message.stage_id, request_id=message.request_id)
     details = from_legacy(message)
     if details is None:  # an error message without text or status
         return OmniErrorDetails(
@@ -129,7 +129,7 @@ def patch_orchestrator(module: ModuleType) -> None:
             carried_details = getattr(error, "details", None)
             code = ExitCode.FATAL_ENGINE if isinstance(carried_details, OmniErrorDetails) else ExitCode.STAGE_LOST
             _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
-            details = lifecycle_error("dead", DEAD_MESSAGE, stage_id=stage_id)
+            details = fatal_record(stage_id=stage_id)
             await fail_pipeline(self, details, code, message_cls)
 
         return _handle_dead_replica

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode
+from omni_errors.core_table import fatal_record
 from omni_errors.errors import DecodeError, InvalidRecordError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import DEAD_MESSAGE, fatal_cause, lifecycle_error
+from omni_errors.lifecycle.failures import fatal_cause
 
 __all__ = [
     "EXIT_KEY",
@@ -60,7 +61,7 @@ def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id
     if cause is None and not details.fatal:
         return Carried(details)
     if not details.fatal:  # a fatal type wrapped by a library (seed 003): the chain decides
-        details = lifecycle_error("dead", DEAD_MESSAGE, stage_id=details.stage_id, request_id=details.request_id)
+        details = fatal_record(stage_id=details.stage_id, request_id=details.request_id)
     code = cause[1] if cause is not None else ExitCode.FATAL_ENGINE
     return Carried(details, int(code))
 
@@ -144,7 +145,8 @@ def output_record(output: Any, *, request_id: str | None, stage_id: int | None, 
     else:
         flat = output
     details = from_legacy(flat, request_id=request_id, stage_id=stage_id)
-    if details is None:
-        details = lifecycle_error("dead", DEAD_MESSAGE, stage_id=stage_id, request_id=request_id)
-        details = details.replace(fatal=False)
+    if details is None:  # an error output without text or status
+        details = OmniErrorDetails(
+            "Stage request failed", "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id
+        )
     return Carried(details)
