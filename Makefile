@@ -17,7 +17,7 @@ FUZZ_SECONDS ?= 60
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean \
-	setup-omni build-omni test-omni lock-omni
+	setup-omni build-omni test-omni bench-omni lock-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -62,6 +62,9 @@ build-omni: setup-omni build ## install omni-errors (the plugin's entry point) a
 
 test-omni: build-omni ## the vLLM-Omni suite and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 	$(OMNI_BIN)/python -m pytest $(OMNI_SUITES)
+
+bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
+	$(OMNI_BIN)/python benches/plugin_startup.py
 
 lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
 	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \

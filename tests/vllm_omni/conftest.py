@@ -21,3 +21,10 @@ elif not any(
     ep.name == "omni_errors_fake_diffusion" for ep in importlib.metadata.entry_points(group="vllm.general_plugins")
 ):  # pragma: no cover - a setup mistake, not a test outcome
     raise pytest.UsageError("the test plugin omni_errors_fake_diffusion is not installed: run `make build-omni`")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module's first test also starts its server: minutes on two shared cores, not seconds."""
+    for item in items:
+        if "vllm_omni" in item.nodeid:
+            item.add_marker(pytest.mark.timeout(900))

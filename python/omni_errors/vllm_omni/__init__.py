@@ -39,6 +39,7 @@ _PATCHES = {
     "vllm_omni.engine.orchestrator": "orchestrator:patch_orchestrator",
     "vllm_omni.entrypoints.omni_base": "api:patch_omni_base",
     "vllm_omni.entrypoints.async_omni_base": "api:patch_async_omni_base",
+    "vllm_omni.entrypoints.async_omni": "api:patch_async_omni",
     "vllm_omni.entrypoints.openai.api_server": "api:patch_api_server",
     "vllm_omni.entrypoints.openai.serving_chat": "api:patch_chat",
     "vllm_omni.entrypoints.openai.video.generation.helpers": "api:patch_video",

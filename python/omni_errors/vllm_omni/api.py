@@ -42,6 +42,9 @@ _log = logging.getLogger("omni_errors.vllm_omni")
 API_RAW_FALLBACKS = True
 #: After a fatal failure, in-flight responses get this long to finish before the server closes them.
 GRACEFUL_SHUTDOWN_S = 3
+#: ...and the server keeps accepting for this long first, answering what arrives with the fatal
+#: record, so that a request already on its way gets an answer instead of a dropped connection.
+LAST_CALL_S = 0.5
 
 _CLIENT_ERROR_REASON = "client_error"
 
@@ -116,7 +119,7 @@ def patch_api_server(module: ModuleType) -> None:
                         server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
                         server.should_exit = True
 
-                loop.call_soon_threadsafe(set_exit)
+                loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
 
             fatal.on_fatal(stop)
             return _exit_after(await original(app, *args, **kwargs))
@@ -159,6 +162,27 @@ def patch_async_omni_base(module: ModuleType) -> None:
         return _abort_internal_requests
 
     apply(module, {(module.AsyncOmniBase, "_abort_internal_requests"): make})
+
+
+def patch_async_omni(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.async_omni`: after a fatal failure, a new request gets the fatal record at once.
+
+    The orchestrator is stopping by then; a request submitted to it would wait for an answer that
+    never comes until the server closes the connection.
+    """
+    from omni_errors.rebuild import rebuild
+
+    def make(original: Any) -> Any:
+        async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            record = fatal.declared()
+            if record is not None:
+                raise rebuild(record)
+            async for output in original(self, *args, **kwargs):
+                yield output
+
+        return generate
+
+    apply(module, {(module.AsyncOmni, "generate"): make})
 
 
 async def _exit_after(shutdown: Any) -> None:
