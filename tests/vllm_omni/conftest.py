@@ -9,18 +9,20 @@ ended, with every process it started, on every path (`OmniServer.close`).
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 
 import pytest
 
 collect_ignore = ["fake_diffusion"]
 
-if importlib.util.find_spec("vllm_omni") is None:
+try:  # not find_spec: this directory itself is a namespace package named vllm_omni on the test path
+    importlib.metadata.version("vllm-omni")
+except importlib.metadata.PackageNotFoundError:
     collect_ignore_glob = ["test_*.py"]  # the vLLM 0.33 environment: nothing to run against
-elif not any(
-    ep.name == "omni_errors_fake_diffusion" for ep in importlib.metadata.entry_points(group="vllm.general_plugins")
-):  # pragma: no cover - a setup mistake, not a test outcome
-    raise pytest.UsageError("the test plugin omni_errors_fake_diffusion is not installed: run `make build-omni`")
+else:
+    if not any(
+        ep.name == "omni_errors_fake_diffusion" for ep in importlib.metadata.entry_points(group="vllm.general_plugins")
+    ):  # pragma: no cover - a setup mistake, not a test outcome
+        raise pytest.UsageError("the test plugin omni_errors_fake_diffusion is not installed: run `make build-omni`")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

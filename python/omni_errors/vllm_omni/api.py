@@ -262,7 +262,8 @@ def patch_video(module: ModuleType) -> None:
 
     def make(original: Any) -> Any:
         def _video_error_from_exception(exc: Exception) -> Any:
-            details = classify(exc, raw_fallbacks=API_RAW_FALLBACKS)
+            # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
+            details = classify(exc, raw_fallbacks=False)
             observe(details)
             return video_error(code=details.status_code, message=sanitize(details.message))
 
