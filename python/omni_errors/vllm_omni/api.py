@@ -40,8 +40,10 @@ _log = logging.getLogger("omni_errors.vllm_omni")
 
 #: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
 API_RAW_FALLBACKS = True
-#: After a fatal failure, in-flight responses get this long to finish before the server closes them.
-GRACEFUL_SHUTDOWN_S = 3
+#: Once the server stops (a fatal failure, Ctrl+C, SIGTERM), in-flight responses get this long to
+#: finish before it closes them: uvicorn would otherwise wait for them without a deadline, and a
+#: request whose pipeline has stopped never finishes (Ctrl+C must end the server within 3 s).
+GRACEFUL_SHUTDOWN_S = 1.0
 #: ...and the server keeps accepting for this long first, answering what arrives with the fatal
 #: record, so that a request already on its way gets an answer instead of a dropped connection.
 LAST_CALL_S = 0.5
@@ -116,12 +118,17 @@ def patch_api_server(module: ModuleType) -> None:
                 def set_exit() -> None:
                     server = getattr(app.state, "server", None)
                     if server is not None:
-                        server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
                         server.should_exit = True
 
                 loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
 
+            def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
+                server = getattr(app.state, "server", None)
+                if server is not None:
+                    server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
+
             fatal.on_fatal(stop)
+            loop.call_soon(bound_graceful_shutdown)
             return _exit_after(await original(app, *args, **kwargs))
 
         return serve_http
