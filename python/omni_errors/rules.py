@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors._status import identifier, phrase, type_for_status
 from omni_errors.errors import InvalidRecordError
+from omni_errors.http_status import identifier, phrase, type_for_status
 
 __all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import omni_errors
 import pytest
 import torch
-from omni_errors.classify import classify
+from omni_errors.classification import classify
 from omni_errors.core_table import DEAD_MESSAGE, classify_core, fatal_record
 from omni_errors.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
 from omni_errors.lifecycle.exitcodes import ExitCode

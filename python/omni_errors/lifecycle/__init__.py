@@ -6,6 +6,7 @@ Importing this package does not import torch or vLLM.
 from __future__ import annotations
 
 from omni_errors.lifecycle.api import (
+    DuplicateRequestError,
     Health,
     LifecycleConfig,
     StageRequestError,
@@ -17,6 +18,7 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.supervisor import Supervisor
 
 __all__ = [
+    "DuplicateRequestError",
     "ExitCode",
     "Health",
     "LifecycleConfig",

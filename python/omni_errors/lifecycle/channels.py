@@ -26,7 +26,7 @@ from multiprocessing import shared_memory
 import omni_errors
 from omni_errors import OmniErrorDetails
 
-__all__ = ["FrameReader", "Kind", "StatusBoard", "pack", "pack_failed", "unpack_failed"]
+__all__ = ["SLOT_SIZE", "FrameReader", "Kind", "StatusBoard", "pack", "pack_failed", "unpack_failed"]
 
 
 class Kind(enum.IntEnum):
@@ -126,7 +126,7 @@ class FrameReader(asyncio.Protocol):
 # Status board layout, per slot: u64 heartbeat (ns), u32 pid, u32 frame length, frame bytes.
 _SLOT_HEADER = struct.Struct("<QII")
 _SLOT_FRAME = 8192  # a record frame is at most ~4.6 KiB (message 4096 + bounded fields)
-_SLOT_SIZE = _SLOT_HEADER.size + _SLOT_FRAME
+SLOT_SIZE = _SLOT_HEADER.size + _SLOT_FRAME  # bytes per stage in the segment
 
 
 class StatusBoard:
@@ -148,7 +148,7 @@ class StatusBoard:
     @classmethod
     def create(cls, slots: int, prefix: str = "omni_lc_") -> StatusBoard:
         name = f"{prefix}{os.getpid()}_{secrets.token_hex(4)}"
-        shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, slots) * _SLOT_SIZE)
+        shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, slots) * SLOT_SIZE)
         # ftruncate zero-fills a new segment: every heartbeat and last-words length starts at 0
         return cls(shm, slots, owner=True)
 
@@ -161,18 +161,18 @@ class StatusBoard:
         return self._shm.name
 
     def beat(self, slot: int, now_ns: int) -> None:
-        struct.pack_into("<Q", self._buf, slot * _SLOT_SIZE, now_ns)
+        struct.pack_into("<Q", self._buf, slot * SLOT_SIZE, now_ns)
 
     def last_beat(self, slot: int) -> int:
-        return int(struct.unpack_from("<Q", self._buf, slot * _SLOT_SIZE)[0])
+        return int(struct.unpack_from("<Q", self._buf, slot * SLOT_SIZE)[0])
 
     def write_last_words(self, slot: int, details: OmniErrorDetails) -> None:
-        base = slot * _SLOT_SIZE
+        base = slot * SLOT_SIZE
         n = omni_errors.encode_into(details, self._buf, base + _SLOT_HEADER.size)
         struct.pack_into("<II", self._buf, base + 8, os.getpid(), n)
 
     def read_last_words(self, slot: int) -> OmniErrorDetails | None:
-        base = slot * _SLOT_SIZE
+        base = slot * SLOT_SIZE
         _, _, n = _SLOT_HEADER.unpack_from(self._buf, base)
         if n == 0 or n > _SLOT_FRAME:
             return None

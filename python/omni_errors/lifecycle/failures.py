@@ -17,11 +17,11 @@ import sys
 from typing import Literal
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import CORE, DEAD_MESSAGE, OUT_OF_MEMORY, TIMEOUT, UNAVAILABLE, fatal_record
+from omni_errors.core_table import CORE, OUT_OF_MEMORY, TIMEOUT, UNAVAILABLE, fatal_record
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.rules import RuleTable
 
-__all__ = ["DEAD_MESSAGE", "classify_failure", "fatal_cause", "lifecycle_error"]
+__all__ = ["classify_failure", "fatal_cause", "lifecycle_error"]
 
 _CHAIN_DEPTH = 8
 
@@ -30,7 +30,7 @@ def _table() -> RuleTable:
     """The full table where vLLM is loaded (importing it then costs little), else the core."""
     if "vllm" in sys.modules:
         try:
-            from omni_errors.classify import TABLE
+            from omni_errors.classification import TABLE
         except Exception:  # the classifier must never turn a failure into a second failure
             return CORE
         return TABLE
@@ -84,8 +84,6 @@ def lifecycle_error(
     """The records the lifecycle creates without an exception, as the Omni exceptions classify:
     `timeout` (`OmniStageTimeoutError`, 504) and `unavailable` (`OmniServiceUnavailableError`, 503),
     with `message` as their public text. A fatal record is `omni_errors.core_table.fatal_record`."""
-    if kind == "dead":  # the supervisor still names the fatal record this way
-        return fatal_record(stage_id=stage_id, request_id=request_id)
     rule = _LIFECYCLE.get(kind)
     if rule is None:
         raise ValueError(f"unknown lifecycle error kind {kind!r}; expected 'timeout' or 'unavailable'")

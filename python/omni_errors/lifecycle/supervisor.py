@@ -27,7 +27,9 @@ from typing import Any
 
 import omni_errors
 from omni_errors import OmniErrorDetails
+from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.api import (
+    DuplicateRequestError,
     Health,
     LifecycleConfig,
     StageResult,
@@ -37,7 +39,7 @@ from omni_errors.lifecycle.api import (
 from omni_errors.lifecycle.channels import FrameReader, Kind, StatusBoard, pack, unpack_failed
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
+from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
 from omni_errors.lifecycle.worker import run_stage
 
@@ -166,7 +168,7 @@ class Supervisor:
                 await self._spawn(stage_id, spec)
         except BaseException:
             reason = "the pipeline could not spawn its stages"
-            await self._die(lifecycle_error("dead", reason, stage_id=None), ExitCode.STARTUP_FAILURE, reason)
+            await self._die(fatal_record(stage_id=None), ExitCode.STARTUP_FAILURE, reason)
             await self.wait_dead()
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
@@ -185,7 +187,7 @@ class Supervisor:
         if self._dead_error is None:
             late = [s.stage_id for s in self._stages if not s.ready.done()]
             reason = f"stage {late[0]} did not start within {self.config.startup_timeout:g}s"
-            await self._die(lifecycle_error("dead", reason, stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
+            await self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
             self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
@@ -199,7 +201,7 @@ class Supervisor:
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
-            raise ValueError(f"request id {request_id!r} is already in flight")
+            raise DuplicateRequestError(request_id)
         timeout = timeout if timeout is not None else self.config.request_timeout
         deadline = self._loop.time() + timeout if timeout is not None else None
         req = _Request(request_id, asyncio.Queue(), 0, deadline)
@@ -349,7 +351,7 @@ class Supervisor:
             return
         last_words = self._board.read_last_words(stage.stage_id) if self._board is not None else None
         reason = f"stage {stage.stage_id} exited unexpectedly (exit code {code})"
-        details = last_words or lifecycle_error("dead", reason, stage_id=stage.stage_id)
+        details = last_words or fatal_record(stage_id=stage.stage_id)
         logger.critical("stage %d exited unexpectedly with code %s", stage.stage_id, code)
         self._schedule_die(details, self._code_for(code), None if last_words else reason)
 
@@ -368,7 +370,7 @@ class Supervisor:
             return
         logger.critical("stage %d: %s channel broke (%s)", stage.stage_id, which, exc or "EOF")
         reason = f"the {which} channel of stage {stage.stage_id} broke"
-        self._schedule_die(lifecycle_error("dead", reason, stage_id=stage.stage_id), ExitCode.BROKEN_IPC, reason)
+        self._schedule_die(fatal_record(stage_id=stage.stage_id), ExitCode.BROKEN_IPC, reason)
 
     @staticmethod
     def _code_for(child_code: int | None) -> ExitCode:
@@ -438,9 +440,7 @@ class Supervisor:
                         )
             elif now_ns / 1e9 - stage.hung_since > cfg.hang_grace:
                 reason = f"stage {stage.stage_id} stopped responding"
-                self._schedule_die(
-                    lifecycle_error("dead", reason, stage_id=stage.stage_id), ExitCode.STAGE_HUNG, reason
-                )
+                self._schedule_die(fatal_record(stage_id=stage.stage_id), ExitCode.STAGE_HUNG, reason)
 
     # -- failing and stopping --------------------------------------------------------------
 
@@ -456,10 +456,8 @@ class Supervisor:
         if not (details.fatal and details.category == "server"):
             # At startup the message is the root cause (no client sees it before StageStartupError);
             # at runtime every request gets the canonical fatal record.
-            message = details.message if self._state == "starting" else DEAD_MESSAGE
-            details = OmniErrorDetails(
-                message, "server", 500, "InternalServerError", stage_id=details.stage_id, fatal=True
-            )
+            root_cause = details.message if self._state == "starting" else None
+            details = fatal_record(stage_id=details.stage_id, root_cause=root_cause)
         self._dead_error = details
         self._exit_code = int(code)
         self._state = "dead"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,9 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from vllm.entrypoints.serve.instrumentator.metrics import attach_router
 from vllm.exceptions import VLLMValidationError
 
-from omni_errors.classify import classify
 from omni_errors.exceptions import OmniServiceUnavailableError
-from omni_errors.metrics import observe
 from omni_errors.pipeline.audio import wav_bytes
 from omni_errors.pipeline.jobs import Jobs
 from omni_errors.pipeline.models import SAMPLE_RATE, detokenize
@@ -39,13 +36,11 @@ from omni_errors.pipeline.protocol import (
 )
 from omni_errors.pipeline.service import Event, Service
 from omni_errors.render.jobs import job_content, job_metadata_response
-from omni_errors.render.sse import SSE_DONE, sse_guard, sse_terminal
+from omni_errors.render.sse import SSE_DONE, sse_guard
 from omni_errors.render.websocket import websocket_errors
 from omni_errors.server import install
 
 __all__ = ["build_app"]
-
-logger = logging.getLogger("omni_errors.pipeline.app")
 
 FAULT_HEADER = "x-omni-fault"
 
@@ -70,7 +65,7 @@ def _chunk(rid: str, model: str, created: int, delta: dict[str, Any], finish: st
 def build_app(service: Service, limits: Limits) -> FastAPI:
     app = FastAPI(title="omni-errors reference pipeline", docs_url=None, redoc_url=None)
     attach_router(app)  # vLLM's Prometheus instrumentation and /metrics
-    install(app, on_fatal=lambda d: logger.critical("fatal error rendered: stage %s %s", d.stage_id, d.error_type))
+    install(app)
     jobs = Jobs(service, limits)
     app.state.jobs = jobs
 
@@ -138,26 +133,15 @@ def build_app(service: Service, limits: Limits) -> FastAPI:
         return JSONResponse(body, headers={"x-request-id": rid})
 
     async def _stream(rid: str, model: str, created: int, audio: bool) -> AsyncIterator[str]:
+        # A failure escapes to `sse_guard`, which reports it (one log line for a stage's failure).
         yield _chunk(rid, model, created, {"role": "assistant", "content": ""})
-        try:
-            async for ev in service.events(rid):
-                if ev.kind == "token":
-                    yield _chunk(rid, model, created, {"content": detokenize(ev.token)})
-                elif ev.kind == "audio":
-                    yield _chunk(rid, model, created, {"audio": {"data": base64.b64encode(ev.pcm).decode()}})
-                else:
-                    yield _chunk(rid, model, created, {}, ev.finish_reason)
-        except Exception as exc:
-            # A stage's failure: rendered here with one log line. The stage and the supervisor have
-            # logged the cause with its traceback once; a fatal failure must not log it per stream
-            # (a thousand copies for one event). `sse_guard` around us still catches anything else.
-            details = classify(exc, request_id=rid)
-            observe(details)
-            logger.warning(
-                "stream %s ended with %d %s (stage %s)", rid, details.status_code, details.error_type, details.stage_id
-            )
-            yield sse_terminal(details)
-            return
+        async for ev in service.events(rid):
+            if ev.kind == "token":
+                yield _chunk(rid, model, created, {"content": detokenize(ev.token)})
+            elif ev.kind == "audio":
+                yield _chunk(rid, model, created, {"audio": {"data": base64.b64encode(ev.pcm).decode()}})
+            else:
+                yield _chunk(rid, model, created, {}, ev.finish_reason)
         yield SSE_DONE
 
     @app.post("/v1/audio/speech")

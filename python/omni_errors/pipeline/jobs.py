@@ -8,7 +8,6 @@ content of a job that has not completed. Unknown ids are 404 (the store's `VLLMN
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 
 from omni_errors.exceptions import OmniConflictError
@@ -18,8 +17,6 @@ from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import Job, JobStore
 
 __all__ = ["Jobs"]
-
-logger = logging.getLogger("omni_errors.pipeline.jobs")
 
 
 class Jobs:
@@ -55,10 +52,7 @@ class Jobs:
                 if ev.kind == "audio":
                     pcm.append(ev.pcm)
         except Exception as exc:
-            details = self.store.fail(job_id, exc)
-            logger.warning(
-                "job %s failed: %s %s (stage %s)", job_id, details.status_code, details.error_type, details.stage_id
-            )
+            self.store.fail(job_id, exc)  # reported there: counted and logged once
             return
         data = b"".join(pcm)
         if fmt == "pcm":

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from omni_errors.lifecycle import LifecycleConfig, StageSpec, Supervisor
+from omni_errors.lifecycle import DuplicateRequestError, LifecycleConfig, StageSpec, Supervisor
 
 __all__ = ["Event", "PipelineConfig", "Service", "stage_specs"]
 
@@ -64,9 +64,7 @@ class Service:
         """Send the request to stage 0 now (so a dead pipeline is an HTTP error, before any byte)."""
         try:
             return self.supervisor.submit(payload, request_id=request_id)
-        except ValueError as exc:
-            if "already in flight" not in str(exc):
-                raise
+        except DuplicateRequestError:
             from omni_errors.exceptions import OmniConflictError
 
             raise OmniConflictError("a request with this id is already in flight") from None

@@ -43,7 +43,7 @@ API_RAW_FALLBACKS = True
 #: Once the server stops (a fatal failure, Ctrl+C, SIGTERM), in-flight responses get this long to
 #: finish before it closes them: uvicorn would otherwise wait for them without a deadline, and a
 #: request whose pipeline has stopped never finishes (Ctrl+C must end the server within 3 s).
-GRACEFUL_SHUTDOWN_S = 1.0
+GRACEFUL_SHUTDOWN_S = 0.5
 #: ...and the server keeps accepting for this long first, answering what arrives with the fatal
 #: record, so that a request already on its way gets an answer instead of a dropped connection.
 LAST_CALL_S = 0.5
@@ -56,7 +56,7 @@ def _handled_record() -> OmniErrorDetails | None:
     exc = sys.exc_info()[1]
     if exc is None:
         return None
-    from omni_errors.classify import classify
+    from omni_errors.classification import classify
 
     return classify(exc, raw_fallbacks=API_RAW_FALLBACKS)
 
@@ -90,9 +90,8 @@ def patch_api_server(module: ModuleType) -> None:
     from fastapi import HTTPException as FastAPIHTTPException
     from starlette.exceptions import HTTPException
 
-    from omni_errors.classify import classify
-    from omni_errors.metrics import observe
     from omni_errors.render.http import http_response
+    from omni_errors.reporting import report
     from omni_errors.server import install
     from omni_errors.server.register import make_handler
 
@@ -135,11 +134,15 @@ def patch_api_server(module: ModuleType) -> None:
 
     def make_engine_response(original: Any) -> Any:
         def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
-            details = classify(exc, request_id=_request_id(req), raw_fallbacks=API_RAW_FALLBACKS)
-            observe(details)
-            if details.fatal:
-                _on_fatal_response(details)
-            return http_response(details)
+            where = f"{req.method} {req.url.path}"
+            return report(
+                exc,
+                http_response,
+                where=where,
+                request_id=_request_id(req),
+                raw_fallbacks=API_RAW_FALLBACKS,
+                on_fatal=_on_fatal_response,
+            )
 
         return _create_engine_error_json_response
 
@@ -177,7 +180,7 @@ def patch_async_omni(module: ModuleType) -> None:
     The orchestrator is stopping by then; a request submitted to it would wait for an answer that
     never comes until the server closes the connection.
     """
-    from omni_errors.rebuild import rebuild
+    from omni_errors.exceptions import rebuild
 
     def make(original: Any) -> Any:
         async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -203,7 +206,7 @@ async def _exit_after(shutdown: Any) -> None:
 
 def patch_omni_base(module: ModuleType) -> None:
     """`vllm_omni.entrypoints.omni_base`: messages raise their record; failure reasons by category."""
-    from omni_errors.rebuild import rebuild
+    from omni_errors.exceptions import rebuild
     from omni_errors.vllm_omni.orchestrator import message_record
 
     base = module.OmniBase
@@ -242,18 +245,17 @@ def patch_omni_base(module: ModuleType) -> None:
 
 def patch_chat(module: ModuleType) -> None:
     """`vllm_omni.entrypoints.openai.serving_chat`: `_create_error_response` from the handled record."""
-    from omni_errors.metrics import observe
     from omni_errors.render import error_response
+    from omni_errors.reporting import report
 
     def make(original: Any) -> Any:
         def _create_error_response(
             self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
         ) -> Any:
-            details = _handled_record()
-            if details is None:
+            exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
+            if exc is None:
                 return original(self, message, err_type, status_code)
-            observe(details)
-            return error_response(details)
+            return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
 
         return _create_error_response
 
@@ -262,17 +264,17 @@ def patch_chat(module: ModuleType) -> None:
 
 def patch_video(module: ModuleType) -> None:
     """`vllm_omni.entrypoints.openai.video.generation.helpers`: a failed job stores the record's status and text."""
-    from omni_errors.classify import classify
-    from omni_errors.metrics import observe
+    from omni_errors.reporting import report
 
     video_error = module.VideoError
+
+    def stored(details: OmniErrorDetails) -> Any:
+        return video_error(code=details.status_code, message=sanitize(details.message))
 
     def make(original: Any) -> Any:
         def _video_error_from_exception(exc: Exception) -> Any:
             # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
-            details = classify(exc, raw_fallbacks=False)
-            observe(details)
-            return video_error(code=details.status_code, message=sanitize(details.message))
+            return report(exc, stored, where="video job", raw_fallbacks=False)
 
         return _video_error_from_exception
 

@@ -31,7 +31,7 @@ _log = logging.getLogger("omni_errors.vllm_omni")
 #: A live proc takes a message in microseconds; one that has not within a second is gone or hung.
 SEND_TIMEOUT_MS = 1000
 #: Ctrl+C must end the server within 3 s: the proc gets this long after SIGTERM before SIGKILL.
-STOP_TIMEOUT_S = 1.0
+STOP_TIMEOUT_S = 0.5
 
 
 def patch_outputs(module: ModuleType) -> None:

@@ -86,7 +86,7 @@ def _first_fatal(runner_output: Any, request_ids: list[str]) -> Carried | None:
 
 def patch_engine(module: ModuleType) -> None:
     """`vllm_omni.diffusion.diffusion_engine`: rebuild carried records; fail the engine on a fatal one."""
-    from omni_errors.rebuild import rebuild
+    from omni_errors.exceptions import rebuild
 
     engine = module.DiffusionEngine
 

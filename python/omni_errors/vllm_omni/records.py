@@ -54,7 +54,7 @@ class Carried:
 
 def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
     """The record of `exc` raised on the stage side: no raw fallbacks, fatal by type along its chain."""
-    from omni_errors.classify import classify
+    from omni_errors.classification import classify
 
     details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
     cause = fatal_cause(exc)

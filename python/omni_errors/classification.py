@@ -1,4 +1,4 @@
-"""Exception -> `OmniErrorDetails`: the vLLM-free core table extended with vLLM's hierarchy and the Omni types.
+"""`classify`: exception -> `OmniErrorDetails`, by the core table extended with vLLM's hierarchy and the Omni types.
 
 `TABLE` is `omni_errors.core_table.CORE` with the rows below in front of it, most specific first;
 `classify()` takes the first class of `type(exc).__mro__` that has a row (`omni_errors.rules`), so a
@@ -10,11 +10,8 @@ Importing this module imports vLLM (the rows name its classes); `import omni_err
 
 from __future__ import annotations
 
-import sys
-import types
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 import jinja2
 from fastapi.exceptions import RequestValidationError
@@ -34,7 +31,6 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors._status import type_for_status
 from omni_errors.core_table import CORE, FATAL, TIMEOUT, UNAVAILABLE
 from omni_errors.exceptions import (
     GuardrailViolationError,
@@ -49,16 +45,7 @@ from omni_errors.exceptions import (
 )
 from omni_errors.rules import LazyClass, Rule
 
-__all__ = [
-    "RULES",
-    "TABLE",
-    "Rule",
-    "classify",
-    "raw_fallbacks_enabled",
-    "rule_for",
-    "set_raw_fallbacks",
-    "type_for_status",
-]
+__all__ = ["RULES", "TABLE", "classify", "rule_for"]
 
 
 # vLLM bounds what a validation error echoes (handlers/validation.py); we echo less: locations and
@@ -155,22 +142,6 @@ TABLE = CORE.extend([
 RULES: Mapping[type[BaseException] | LazyClass, Rule] = dict(TABLE.rows)
 """The classification table, in catalogue order (most specific first)."""
 
-_raw_fallbacks = True
-
-
-def set_raw_fallbacks(enabled: bool) -> None:
-    """Turn vLLM's raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError` fallback on or off.
-
-    On (the default, as in vLLM 0.33): 400/400/400/501. Off: they are unknown failures, 500.
-    """
-    global _raw_fallbacks
-    _raw_fallbacks = bool(enabled)
-
-
-def raw_fallbacks_enabled() -> bool:
-    """Whether the raw-exception fallback is on."""
-    return _raw_fallbacks
-
 
 def rule_for(cls: type[BaseException], *, raw_fallbacks: bool = True, stage_known: bool = False) -> Rule:
     """The first rule along `cls.__mro__`, skipping fallback rows when they are off."""
@@ -182,7 +153,7 @@ def classify(
     *,
     request_id: str | None = None,
     stage_id: int | None = None,
-    raw_fallbacks: bool | None = None,
+    raw_fallbacks: bool = True,
 ) -> OmniErrorDetails:
     """The canonical record of `exc`.
 
@@ -191,25 +162,12 @@ def classify(
         request_id: the request it failed, if known; kept unless the record already has one.
         stage_id: the stage it came from, if known; an id the exception carries takes precedence.
             Passing it also marks a raw `asyncio.TimeoutError` as a stage deadline (504).
-        raw_fallbacks: override the module switch (`set_raw_fallbacks`) for this call.
+        raw_fallbacks: vLLM's migration fallback for raw `ValueError`/`TypeError`/`OverflowError`
+            (400) and `NotImplementedError` (501), on by default as in vLLM 0.33; off, they are
+            unknown failures (500). Each boundary passes its own (`install(app, raw_fallbacks=...)`).
 
     Returns:
         A validated, sanitized record. Unknown exceptions are server 500; this never raises for a
         well-formed `exc`, whatever its text.
     """
-    fallbacks = _raw_fallbacks if raw_fallbacks is None else raw_fallbacks
-    return TABLE.classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=fallbacks)
-
-
-class _CallableModule(types.ModuleType):
-    """`omni_errors.classify` names both this module and its function.
-
-    Importing the submodule makes Python set the package attribute to the module, which would hide
-    the function; calling the module therefore calls the function, whichever import came first.
-    """
-
-    def __call__(self, exc: BaseException, /, **kwargs: Any) -> OmniErrorDetails:
-        return classify(exc, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+    return TABLE.classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks)
