@@ -98,6 +98,7 @@ def render_catalog() -> str:
             status,
             error_type,
             param,
+            f"`{rule.stage_attr}`" if rule.stage_attr else "",
             "yes" if rule.fatal else "",
             message,
             rule.summary,

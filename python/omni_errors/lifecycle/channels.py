@@ -37,7 +37,7 @@ class Kind(enum.IntEnum):
     FAILED = 2  # body: u32 frame length, codec frame, utf-8 traceback (for the logs only)
     OUTPUTS = 3  # body: pickle of [(request_id, payload, finished), ...]
     REQUEST_ERROR = 4  # body: codec frame with request_id set
-    FATAL = 5  # body: codec frame, fatal=True, stage_id set
+    FATAL = 5  # body: u8 exit code (an `ExitCode`), then the codec frame (fatal=True, stage_id set)
     # supervisor -> worker
     ADD = 16  # body: pickle of (request_id, payload)
     ABORT = 17  # body: utf-8 request id

@@ -57,6 +57,10 @@ class JobStore:
             self._jobs[job.id] = job
         return job
 
+    def exists(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._jobs
+
     def get(self, job_id: str) -> Job:
         """The job; an unknown id raises `VLLMNotFoundError` (404)."""
         with self._lock:

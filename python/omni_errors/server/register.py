@@ -3,7 +3,7 @@
 Handlers are registered per concrete class, in four layers like vLLM's `init_exception_handler`:
 
 1. framework errors (Starlette `HTTPException`, FastAPI `RequestValidationError`);
-2. every class of the classify table and every subclass of `VLLMError` defined at install time
+2. every class of the classification table and every subclass of `VLLMError` defined at install time
    (vLLM's hierarchy and the Omni types, `OmniClientError`/`OmniServerError` included);
 3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError`, whether the migration
    fallback is on (400/400/400/501) or off (500), and the common builtin bases of internal
