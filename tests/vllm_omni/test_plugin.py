@@ -25,7 +25,7 @@ report = {
     "from_exception": is_patched(data.DiffusionOutput.from_exception.__func__),
     "postprocess": is_patched(engine.DiffusionEngine.postprocess_output),
 }
-if plugin.status() == "enabled":
+if plugin.status() != "refused":  # behaviour 5: what a failed async video job stores, for its GET
     import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
     error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
     report["video"] = {"code": error.code, "message": error.message}
@@ -55,7 +55,13 @@ def test_enabled_patches_each_module_when_it_is_imported() -> None:
 
 def test_the_environment_variable_disables_it() -> None:
     report, _ = _probe(OMNI_ERRORS_VLLM_OMNI="0")
-    assert report == {"status": "disabled", "from_exception": False, "postprocess": False}
+    assert {k: report[k] for k in ("status", "from_exception", "postprocess")} == {
+        "status": "disabled",
+        "from_exception": False,
+        "postprocess": False,
+    }
+    # Behaviour 5 as released: the failed job's GET shows the raw exception text, path included.
+    assert report["video"] == {"code": 500, "message": "could not read /home/alice/ckpt/model.safetensors"}
 
 
 def test_an_unknown_vllm_omni_version_is_refused_whole_with_one_log_line() -> None:
