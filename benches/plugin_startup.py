@@ -1,9 +1,10 @@
 """What the vLLM-Omni plugin adds to the start of each process of a server: time and memory.
 
 Each kind of process is reproduced in a fresh interpreter that first imports what that process has
-imported when vLLM loads its plugins (the baseline, not measured), then runs the plugin's
-`register()`; the patches of every module already loaded apply right there, the others would
-apply later on import. The delta is the plugin's cost: wall time and resident memory (VmRSS).
+imported when vLLM loads its plugins, then runs the plugin's `register()`; the patches of every
+module already loaded apply right there, the others would apply later on import. The baseline is
+that import, measured in the same interpreter (wall time, resident memory); the plugin's cost is
+the delta `register()` adds to it (wall time, VmRSS).
 
     .venv-omni/bin/python benches/plugin_startup.py [--repeat 5]
 
@@ -37,13 +38,18 @@ import importlib, json, os, sys, time
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) * 1024
+t0 = time.perf_counter()
 for name in sys.argv[1:]:
     importlib.import_module(name)
+base_s = time.perf_counter() - t0
 import omni_errors.vllm_omni as plugin
 before, t0 = rss(), time.perf_counter()
 plugin.register()
 elapsed = time.perf_counter() - t0
-print(json.dumps({"ms": elapsed * 1000, "rss_mib": (rss() - before) / 2**20, "status": plugin.status()}))
+print(json.dumps({
+    "base_s": base_s, "base_rss_mib": before / 2**20,
+    "ms": elapsed * 1000, "rss_mib": (rss() - before) / 2**20, "status": plugin.status(),
+}))
 """
 
 
@@ -65,16 +71,18 @@ def main() -> int:
         "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
         "OMNI_ERRORS_VLLM_OMNI": "1",
     }
-    rows = {}
+    rows: dict[str, dict[str, float | str]] = {}
+    print(f"{'process (median of ' + str(args.repeat) + ')':<34} {'baseline: import, RSS':>20} | plugin's register()")
     for process, modules in PROCESSES.items():
         runs = [measure(modules, env) for _ in range(args.repeat)]
-        rows[process] = {
-            "ms": statistics.median(float(r["ms"]) for r in runs),
-            "rss_mib": statistics.median(float(r["rss_mib"]) for r in runs),
-            "status": runs[0]["status"],
+        row: dict[str, float | str] = {
+            key: statistics.median(float(r[key]) for r in runs) for key in ("base_s", "base_rss_mib", "ms", "rss_mib")
         }
+        row["status"] = runs[0]["status"]
+        rows[process] = row
         print(
-            f"{process:<34} {rows[process]['ms']:8.1f} ms  {rows[process]['rss_mib']:7.1f} MiB  ({runs[0]['status']})",
+            f"{process:<34} {row['base_s']:6.1f} s {row['base_rss_mib']:7.0f} MiB | "
+            f"+{row['ms']:7.1f} ms +{row['rss_mib']:6.1f} MiB  ({row['status']})",
             flush=True,
         )
     if args.json:
