@@ -12,14 +12,21 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_server import OmniServer, assert_clean_exit, error_of
 
 
-def test_without_the_plugin_the_server_answers_500_forever_and_exits_0(tmp_path: Path) -> None:
+def _answer_status(server: OmniServer, prompt: str, timeout: float) -> int | None:
+    """The status of an image request, or None when no answer came within `timeout`."""
+    try:
+        return server.images(prompt, timeout=timeout).status_code
+    except httpx.ReadTimeout:
+        return None
+
+
+def test_without_the_plugin_the_server_never_recovers_and_exits_0(tmp_path: Path) -> None:
     with OmniServer(tmp_path, plugin=False, subprocess_stage=True) as server:
-        try:  # the request in flight when the stage died: vLLM-Omni 0.30 leaves it unanswered
-            server.images("a cat [fault:die]", timeout=20)
-        except httpx.ReadTimeout:
-            pass
-        for _ in range(3):
-            assert server.images("a dog").status_code == 500
+        # vLLM-Omni 0.30 leaves the request in flight when the stage died unanswered, and answers
+        # the later ones with a 500 or not at all (both seen on this server): never with an image.
+        assert _answer_status(server, "a cat [fault:die]", 20) in (500, None)
+        later = [_answer_status(server, "a dog", 20) for _ in range(3)]
+        assert all(status in (500, None) for status in later), later
         assert server.proc is not None and server.proc.poll() is None
         server.interrupt()
         assert server.wait_exit(120) == 0
