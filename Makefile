@@ -1,9 +1,16 @@
 # omni-errors developer commands. `make help` lists them.
-# Everything runs inside .venv, created with uv from requirements.lock (pinned, vLLM included).
+# Everything runs inside .venv, created with uv from requirements.lock (pinned, vLLM 0.33 included).
+# The second supported environment, .venv-omni (vLLM 0.30 + vllm-omni 0.30, requirements-omni.lock),
+# runs the suites that need vLLM once more and the vLLM-Omni plugin's suite (tests/vllm_omni).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+OMNI_VENV := .venv-omni
+OMNI_BIN  := $(OMNI_VENV)/bin
+# What runs against both vLLM versions: the semantics and the HTTP handlers (what the plugin loads
+# into vLLM-Omni's API process), and the plugin's own suite. The rest needs no second vLLM.
+OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -11,7 +18,8 @@ VLLM_OMNI_TREE := .cache/vllm-omni-0.30.0/vllm_omni
 AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean audit-corpus audit-inventory audit-baseline
+.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean audit-corpus audit-inventory \
+	audit-baseline setup-omni build-omni test-omni bench-omni lock-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,7 +41,7 @@ run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 
 bench: build audit-corpus ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
-test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite
+test: build lint test-rust test-python test-omni ## every check CI runs: lints, Rust tests, both Python environments
 
 test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
 	$(CARGO) test --no-default-features --quiet
@@ -50,6 +58,29 @@ audit-inventory: build audit-corpus ## print the audit table of vllm-omni 0.30 (
 
 audit-baseline: build audit-corpus ## rewrite the committed vllm-omni 0.30 allowlist in docs/audit/
 	$(BIN)/omni-errors audit $(VLLM_OMNI_TREE) --baseline $(AUDIT_BASELINE) --write-baseline --no-progress > /dev/null
+
+$(OMNI_VENV)/.installed: requirements-omni.lock
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(OMNI_BIN)/python || $(UV) venv --quiet --python 3.11 $(OMNI_VENV)
+	$(UV) pip sync --quiet --python $(OMNI_BIN)/python requirements-omni.lock
+	@touch $@
+
+setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 0.30 (torch comes from the uv cache)
+
+build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion plugin into .venv-omni
+	PATH="$(abspath $(OMNI_BIN)):$$PATH" $(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps \
+		--no-build-isolation -e .
+	$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps -e tests/vllm_omni/fake_diffusion
+
+test-omni: build-omni ## the vLLM-Omni suite and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
+	$(OMNI_BIN)/python -m pytest $(OMNI_SUITES)
+
+bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
+	$(OMNI_BIN)/python benches/plugin_startup.py
+
+lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
+	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
 
 lint: setup ## rustfmt, clippy, ruff, mypy
 	$(CARGO) fmt --all -- --check
@@ -78,4 +109,4 @@ lock: ## re-pin requirements.lock from pyproject.toml (the dev extra, with vLLM 
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean: ## remove build outputs and the virtual environment
-	rm -rf target rust/fuzz/target $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf target rust/fuzz/target $(VENV) $(OMNI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

@@ -20,7 +20,9 @@ _HEADER = """\
      fails when this file drifts. -->
 
 Every failure is classified by the first row that matches along the exception's MRO (most specific
-rows first). The resulting record renders the same way on every transport: HTTP status ==
+rows first). Rows of classes named lazily (a module that may be absent, e.g. `vllm_omni.*`) are
+matched once that module is loaded; the table never imports it. The resulting record renders the
+same way on every transport: HTTP status ==
 `error.code`; SSE ends with one `data: {"error": ...}` event then `data: [DONE]`; WebSocket sends one
 `{"type": "error", "error": ...}` message then closes with 1008 (client fault) or 1011 (server
 fault); async jobs store the record (metadata 200 with the embedded error, content with the stored

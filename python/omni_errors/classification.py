@@ -18,11 +18,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from vllm.entrypoints.serve.exception_handling.handlers.validation import clean_loc_for_param
 from vllm.exceptions import (
-    ChatTemplateResolutionError,
     GenerationError,
     GracefulHTTPError,
     LoRAAdapterNotFoundError,
-    RetryableRequestError,
     VLLMClientError,
     VLLMError,
     VLLMNotFoundError,
@@ -81,6 +79,13 @@ def _validation_summary(exc: BaseException) -> tuple[str, str | None]:
 
 _BAD, _ISE = "BadRequestError", "InternalServerError"
 
+# Classes vLLM 0.30 lacks (it raises plain types there), and vLLM-Omni's own classes (this module
+# must not import vLLM-Omni: it imports vLLM and patches it); lazy rows are matched once loaded.
+CHAT_TEMPLATE_RESOLUTION_ERROR = LazyClass("vllm.exceptions", "ChatTemplateResolutionError")
+RETRYABLE_REQUEST_ERROR = LazyClass("vllm.exceptions", "RetryableRequestError")
+VLLM_OMNI_CLIENT_ERROR = LazyClass("vllm_omni.errors", "OmniClientError")
+VLLM_OMNI_ENGINE_DEAD_ERROR = LazyClass("vllm_omni.entrypoints.omni_base", "OmniEngineDeadError")
+
 # fmt: off
 TABLE = CORE.extend([
     # Wire carriers: the record travelled with the exception.
@@ -98,6 +103,12 @@ TABLE = CORE.extend([
     (OmniEngineGenerateError, Rule("server", 500, _ISE, stage_attr="stage_id",
                                    summary="Nonfatal stage failure; the stage keeps serving")),
     (OmniEngineDeadError, replace(FATAL, stage_attr="stage_id", carrier=True, summary="Fatal stage failure")),
+    # vLLM-Omni 0.30's own classes, as raised by a process without the plugin.
+    (VLLM_OMNI_CLIENT_ERROR, Rule(None, 400, status_attr="status_code", message_attr="message",
+                                  type_attr="error_type",
+                                  summary="vLLM-Omni's client error (guardrails included): its own status and type")),
+    (VLLM_OMNI_ENGINE_DEAD_ERROR, replace(FATAL, stage_attr="error_stage_id",
+                                          summary="vLLM-Omni's fatal stage failure (`error_stage_id`)")),
     # vLLM's hierarchy (RFC, table 1; vLLM's create_error_response).
     (GracefulHTTPError, Rule(None, 500, status_attr="http_status", message_attr="message",
                              summary="Admission control and the like; the class carries its own status")),
@@ -108,9 +119,9 @@ TABLE = CORE.extend([
     (LoRAAdapterNotFoundError, Rule("client", 404, "NotFoundError", message_attr="message",
                                     summary="LoRA adapter not found")),
     (VLLMNotFoundError, Rule("client", 404, "NotFoundError", summary="Missing model, LoRA, voice, job or artifact")),
-    (ChatTemplateResolutionError, Rule("client", 400, _BAD, summary="Chat template could not be resolved")),
+    (CHAT_TEMPLATE_RESOLUTION_ERROR, Rule("client", 400, _BAD, summary="Chat template could not be resolved")),
     (VLLMClientError, Rule("client", 400, _BAD, summary="Any other client-caused error")),
-    (RetryableRequestError, Rule("server", 503, "ServiceUnavailableError", status_attr="status_code",
+    (RETRYABLE_REQUEST_ERROR, Rule("server", 503, "ServiceUnavailableError", status_attr="status_code",
                                  summary="Transient request failure, safe to retry")),
     (GenerationError, Rule("server", 500, _ISE, status_attr="status_code",
                            summary="finish_reason reported an internal error")),

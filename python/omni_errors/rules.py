@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import InvalidRecordError
-from omni_errors.http_status import phrase, type_for_status
+from omni_errors.http_status import identifier, phrase, type_for_status
 
 __all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record"]
 
@@ -39,6 +39,7 @@ class Rule:
         status_attr: instance attribute holding the status, if the class carries one.
         parameter_attr: instance attribute naming the rejected request parameter.
         message_attr: instance attribute holding the public message (else `args[0]`, else `str(exc)`).
+        type_attr: instance attribute holding the OpenAI-style type (normalised to an identifier).
         public_message: a fixed public message that replaces the exception's own text.
         stage_attr: instance attribute holding the id of the stage that raised.
         fatal: the failure ends the stage (server only).
@@ -55,6 +56,7 @@ class Rule:
     status_attr: str | None = None
     parameter_attr: str | None = None
     message_attr: str | None = None
+    type_attr: str | None = None
     public_message: str | None = None
     stage_attr: str | None = None
     fatal: bool = False
@@ -203,7 +205,7 @@ class RuleTable:
             message,
             category,
             status,
-            rule.error_type or type_for_status(status),
+            rule.error_type or _own_type(exc, rule) or type_for_status(status),
             fatal=rule.fatal and category == "server",
             parameter=parameter,
             request_id=request_id,
@@ -225,6 +227,15 @@ def _status_of(exc: BaseException, rule: Rule) -> tuple[Category, int]:
     if 500 <= status < 600:
         return "server", status
     return "server", 500  # a "status" that is not an error status is a server bug
+
+
+def _own_type(exc: BaseException, rule: Rule) -> str | None:
+    value = getattr(exc, rule.type_attr, None) if rule.type_attr else None
+    if not isinstance(value, str):
+        return None
+    if value.isascii() and value.isidentifier() and len(value) <= 64:
+        return value
+    return identifier(value)[:64] or None
 
 
 def _message_of(exc: BaseException, rule: Rule) -> tuple[str, str | None]:

@@ -10,10 +10,12 @@ from http import HTTPStatus
 import omni_errors
 import pytest
 import torch
+import vllm.exceptions
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from omni_errors import DecodeError, OmniErrorDetails
 from omni_errors.classification import RULES, classify, rule_for
+from omni_errors.core_table import DEAD_MESSAGE
 from omni_errors.exceptions import (
     GuardrailViolationError,
     OmniClientError,
@@ -28,13 +30,10 @@ from omni_errors.exceptions import (
 from omni_errors.http_status import type_for_status
 from torch._inductor.exc import InductorError
 from vllm.exceptions import (
-    ChatTemplateResolutionError,
     GenerationError,
     LoRAAdapterNotFoundError,
     MaxQueuedTokensError,
-    ProfilerAlreadyActiveError,
     QueueOverflowError,
-    RetryableRequestError,
     VLLMClientError,
     VLLMNotFoundError,
     VLLMServerError,
@@ -43,7 +42,11 @@ from vllm.exceptions import (
 )
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
-DEAD = EngineDeadError.CLIENT_MESSAGE
+DEAD = DEAD_MESSAGE
+# vLLM >= 0.31 only; on vLLM 0.30 (the vLLM-Omni environment) their rows have nothing to match.
+ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
+ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
+RetryableRequestError = getattr(vllm.exceptions, "RetryableRequestError", None)
 
 # (exception, category, status, error_type, parameter, message, stage_id, fatal)
 # fmt: off
@@ -56,17 +59,17 @@ CASES: list[tuple[BaseException, str, int, str, str | None, str, int | None, boo
      None, False),
     (LoRAAdapterNotFoundError("sql", "adapters"), "client", 404, "NotFoundError", None,
      "Loading lora sql failed: No adapter found for adapters", None, False),
-    (ChatTemplateResolutionError("no chat template"), "client", 400, "BadRequestError", None, "no chat template",
-     None, False),
+    *([(ChatTemplateResolutionError("no chat template"), "client", 400, "BadRequestError", None, "no chat template",
+        None, False)] if ChatTemplateResolutionError else []),
     (VLLMClientError("client fault"), "client", 400, "BadRequestError", None, "client fault", None, False),
     (QueueOverflowError(), "server", 503, "ServiceUnavailableError", None, QueueOverflowError().message, None, False),
     (MaxQueuedTokensError(), "server", 503, "ServiceUnavailableError", None, MaxQueuedTokensError().message, None,
      False),
-    (ProfilerAlreadyActiveError(), "client", 409, "ConflictError", None, ProfilerAlreadyActiveError().message, None,
-     False),
+    *([(ProfilerAlreadyActiveError(), "client", 409, "ConflictError", None, ProfilerAlreadyActiveError().message, None,
+        False)] if ProfilerAlreadyActiveError else []),
     (GenerationError(), "server", 500, "InternalServerError", None, "Internal server error", None, False),
-    (RetryableRequestError(), "server", 503, "ServiceUnavailableError", None, "Request failed; please retry", None,
-     False),
+    *([(RetryableRequestError(), "server", 503, "ServiceUnavailableError", None, "Request failed; please retry", None,
+        False)] if RetryableRequestError else []),
     (EngineGenerateError("generate failed"), "server", 500, "InternalServerError", None, "generate failed", None,
      False),
     (EngineDeadError(), "server", 500, "InternalServerError", None, DEAD, None, True),

@@ -14,9 +14,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import torch
+import vllm.exceptions
 from fastapi import FastAPI, HTTPException, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from omni_errors import OmniErrorDetails
+from omni_errors.core_table import DEAD_MESSAGE
 from omni_errors.exceptions import (
     GuardrailViolationError,
     OmniClientError,
@@ -37,12 +39,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from torch._inductor.exc import InductorError
 from vllm.entrypoints.serve.instrumentator.metrics import attach_router
 from vllm.exceptions import (
-    ChatTemplateResolutionError,
     GenerationError,
     LoRAAdapterNotFoundError,
-    ProfilerAlreadyActiveError,
     QueueOverflowError,
-    RetryableRequestError,
     VLLMClientError,
     VLLMNotFoundError,
     VLLMServerError,
@@ -51,7 +50,11 @@ from vllm.exceptions import (
 )
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
-DEAD = EngineDeadError.CLIENT_MESSAGE
+DEAD = DEAD_MESSAGE
+# vLLM >= 0.31 only; their cases are left out on vLLM 0.30 (the vLLM-Omni environment).
+ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
+ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
+RetryableRequestError = getattr(vllm.exceptions, "RetryableRequestError", None)
 SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must never be echoed
 
 
@@ -95,13 +98,9 @@ CASES: dict[str, Case] = {
                       "voice alto does not exist"),
     "lora_not_found": Case(lambda: LoRAAdapterNotFoundError("sql", "sql-adapter"), 404, "NotFoundError",
                            "Loading lora sql failed: No adapter found for sql-adapter"),
-    "chat_template": Case(lambda: ChatTemplateResolutionError("no chat template"), 400, "BadRequestError",
-                          "no chat template"),
     "client": Case(lambda: VLLMClientError("bad request"), 400, "BadRequestError", "bad request"),
     "queue_overflow": Case(QueueOverflowError, 503, "ServiceUnavailableError", QueueOverflowError().message),
-    "profiler_active": Case(ProfilerAlreadyActiveError, 409, "ConflictError", ProfilerAlreadyActiveError().message),
     "generation": Case(GenerationError, 500, "InternalServerError", "Internal server error"),
-    "retryable": Case(RetryableRequestError, 503, "ServiceUnavailableError", "Request failed; please retry"),
     "engine_generate": Case(lambda: EngineGenerateError("generate failed"), 500, "InternalServerError",
                             "generate failed"),
     "engine_dead": Case(EngineDeadError, 500, "InternalServerError", DEAD),
@@ -147,6 +146,17 @@ CASES: dict[str, Case] = {
     "custom": Case(lambda: _CustomError("custom failure"), 500, "InternalServerError", "custom failure"),
 }
 # fmt: on
+
+if ChatTemplateResolutionError is not None:
+    CASES["chat_template"] = Case(
+        lambda: ChatTemplateResolutionError("no chat template"), 400, "BadRequestError", "no chat template"
+    )
+if ProfilerAlreadyActiveError is not None:
+    CASES["profiler_active"] = Case(
+        ProfilerAlreadyActiveError, 409, "ConflictError", ProfilerAlreadyActiveError().message
+    )
+if RetryableRequestError is not None:
+    CASES["retryable"] = Case(RetryableRequestError, 503, "ServiceUnavailableError", "Request failed; please retry")
 
 # Raw fallbacks switched off: only the four raw types change.
 NO_FALLBACK = {

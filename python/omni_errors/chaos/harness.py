@@ -60,7 +60,7 @@ async def run_scenario(
     python: str = sys.executable,
 ) -> ScenarioResult:
     """Start the scenario's server, run its load, stop it, and check everything it promised."""
-    res = ScenarioResult(sc.name, sc.title, expected_exit=sc.expect_exit)
+    res = ScenarioResult(sc.name, sc.title, expected_exit=sc.expect_exit, baseline=sc.baseline)
     ctx = Ctx(host=HOST, port=free_port(HOST), scale=scale)
     bar = Progress(sc.name, progress)
     tmp = Path(tempfile.mkdtemp(prefix=f"omni-chaos-{sc.name}-"))

@@ -29,6 +29,7 @@ class ScenarioResult:
     startup_s: float | None = None
     exit_code: int | None = None
     expected_exit: int = 0
+    baseline: bool = False
     healthy: bool | None = None
     orphans: list[int] = field(default_factory=list)
     shm_left: list[str] = field(default_factory=list)
@@ -54,6 +55,7 @@ class ScenarioResult:
             "name": self.name,
             "title": self.title,
             "passed": self.passed,
+            "baseline": self.baseline,
             "requests": self.requests,
             "outcomes": dict(self.outcomes),
             "statuses": dict(self.statuses),
@@ -108,7 +110,7 @@ def _row(r: ScenarioResult) -> tuple[str, ...]:
         f"{r.exit_code}/{r.expected_exit}",
         str(len(r.orphans)),
         str(len(r.shm_left)),
-        "PASS" if r.passed else "FAIL",
+        ("PASS" if r.passed else "FAIL") + (" (baseline)" if r.baseline else ""),
     )
 
 

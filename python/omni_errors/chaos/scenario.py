@@ -66,6 +66,8 @@ class Scenario:
         sigint_after_fault: SIGINT the server this long after the fault fired.
         stop_after_load: check /health is 200 after the load, then send this signal.
         starts: False when the server must fail before it serves (a startup fault).
+        baseline: a run without the fix (e.g. the vLLM-Omni plugin disabled), shown beside the
+            fixed run; its failures are the "before" column and never fail the command.
     """
 
     name: str
@@ -77,3 +79,4 @@ class Scenario:
     sigint_after_fault: float | None = None
     stop_after_load: int | None = None
     starts: bool = True
+    baseline: bool = False

@@ -55,6 +55,7 @@ def _subclasses(cls: type[BaseException]) -> Iterator[type[BaseException]]:
 
 def handled_classes() -> list[type[BaseException]]:
     """The classes `install` registers, `Exception` last."""
+    from fastapi import HTTPException as FastAPIHTTPException
     from vllm.exceptions import VLLMError
 
     from omni_errors.classification import RULES
@@ -63,7 +64,9 @@ def handled_classes() -> list[type[BaseException]]:
     # and one raised later still reaches a concrete handler through its builtin base (`_RAW`).
     table = [lazy if isinstance(lazy, type) else lazy.resolve() for lazy in RULES]
     classes: list[type[BaseException]] = []
-    for cls in [*(c for c in table if c is not None), VLLMError, *_subclasses(VLLMError), *_RAW]:
+    # FastAPI's HTTPException subclasses Starlette's; vLLM registers its handler for FastAPI's,
+    # and Starlette picks the handler of the most derived class, so both are registered.
+    for cls in [*(c for c in table if c is not None), FastAPIHTTPException, VLLMError, *_subclasses(VLLMError), *_RAW]:
         if cls not in classes and cls is not BaseException and issubclass(cls, Exception) and cls is not Exception:
             classes.append(cls)
     return [*classes, Exception]

@@ -1,6 +1,7 @@
 """The scenario table: every target's scenarios, by name.
 
-Each module here holds one target and its scenarios (`pipeline`: the reference server). A new
+Each module here holds one target and its scenarios (`pipeline`: the reference server;
+`vllm_omni`: the real `vllm-omni serve`, with the plugin off and on). A new
 target adds its module and one entry to `_TABLES`; the harness and the CLI read only `SCENARIOS`.
 Scenario modules import nothing heavy: loads build their requests when they run.
 """
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from omni_errors.chaos.scenario import Scenario
-from omni_errors.chaos.scenarios import pipeline
+from omni_errors.chaos.scenarios import pipeline, vllm_omni
 from omni_errors.chaos.target import Target
 
 __all__ = ["SCENARIOS", "TARGETS", "of_target"]
 
-_TABLES: tuple[Iterable[Scenario], ...] = (pipeline.SCENARIOS,)
+_TABLES: tuple[Iterable[Scenario], ...] = (pipeline.SCENARIOS, vllm_omni.SCENARIOS)
 
 
 def _index(tables: Iterable[Iterable[Scenario]]) -> dict[str, Scenario]:

@@ -1,0 +1,94 @@
+"""What the vLLM-Omni plugin adds to the start of each process of a server: time and memory.
+
+Each kind of process is reproduced in a fresh interpreter that first imports what that process has
+imported when vLLM loads its plugins, then runs the plugin's `register()`; the patches of every
+module already loaded apply right there, the others would apply later on import. The baseline is
+that import, measured in the same interpreter (wall time, resident memory); the plugin's cost is
+the delta `register()` adds to it (wall time, VmRSS).
+
+    .venv-omni/bin/python benches/plugin_startup.py [--repeat 5]
+
+Run it in the vLLM-Omni environment (`make setup-omni build-omni`); `make bench-omni` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# process -> modules it has loaded when vLLM-Omni loads the general plugins there
+PROCESSES = {
+    "API process (vllm-omni serve)": [
+        "vllm_omni.entrypoints.openai.api_server",
+        "vllm_omni.engine.orchestrator",
+        "vllm_omni.diffusion.stage_diffusion_client",
+        "vllm_omni.diffusion.inline_stage_diffusion_client",
+    ],
+    "StageDiffusionProc": ["vllm_omni.diffusion.stage_diffusion_proc"],
+    "diffusion worker": ["vllm_omni.diffusion.worker.diffusion_worker"],
+    "plain vLLM process (EngineCore)": ["vllm.v1.engine.core"],
+}
+
+_CHILD = r"""
+import importlib, json, os, sys, time
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) * 1024
+t0 = time.perf_counter()
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+base_s = time.perf_counter() - t0
+import omni_errors.vllm_omni as plugin
+before, t0 = rss(), time.perf_counter()
+plugin.register()
+elapsed = time.perf_counter() - t0
+print(json.dumps({
+    "base_s": base_s, "base_rss_mib": before / 2**20,
+    "ms": elapsed * 1000, "rss_mib": (rss() - before) / 2**20, "status": plugin.status(),
+}))
+"""
+
+
+def measure(modules: list[str], env: dict[str, str]) -> dict[str, float | str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, *modules], env=env, capture_output=True, text=True, check=True, timeout=900
+    ).stdout
+    result: dict[str, float | str] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per process kind (the median is shown)")
+    parser.add_argument("--json", action="store_true", help="print the medians as JSON")
+    args = parser.parse_args()
+    env = {
+        **os.environ,
+        "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
+        "OMNI_ERRORS_VLLM_OMNI": "1",
+    }
+    rows: dict[str, dict[str, float | str]] = {}
+    print(f"{'process (median of ' + str(args.repeat) + ')':<34} {'baseline: import, RSS':>20} | plugin's register()")
+    for process, modules in PROCESSES.items():
+        runs = [measure(modules, env) for _ in range(args.repeat)]
+        row: dict[str, float | str] = {
+            key: statistics.median(float(r[key]) for r in runs) for key in ("base_s", "base_rss_mib", "ms", "rss_mib")
+        }
+        row["status"] = runs[0]["status"]
+        rows[process] = row
+        print(
+            f"{process:<34} {row['base_s']:6.1f} s {row['base_rss_mib']:7.0f} MiB | "
+            f"+{row['ms']:7.1f} ms +{row['rss_mib']:6.1f} MiB  ({row['status']})",
+            flush=True,
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""The API process's boundary: how a record reaches the client, and how a dead pipeline ends the server.
+
+- Exception handlers: `omni_errors.server.install` on vLLM-Omni's app (after vLLM-Omni's own
+  registration, so its handlers are replaced class by class, inside the Prometheus middleware).
+  Raw fallbacks stay on at this boundary: a raw `ValueError` that reaches it was raised by request
+  parsing in the API process (stage failures arrive as rebuilt carriers, never as raw types).
+- Error helpers that build responses inside an `except` block (the diffusion chat route's
+  `_create_error_response`, the video jobs' `_video_error_from_exception`) use the record of the
+  exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
+- `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
+- `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
+- `serve_http`: on a fatal failure the HTTP server stops (in-flight requests have been answered),
+  and once it has shut down the process exits with the documented code (`SystemExit`, so every
+  cleanup still runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from types import ModuleType
+from typing import Any
+
+from omni_errors._native import OmniErrorDetails, sanitize
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.vllm_omni import fatal
+from omni_errors.vllm_omni.patching import apply
+
+__all__ = [
+    "API_RAW_FALLBACKS",
+    "GRACEFUL_SHUTDOWN_S",
+    "patch_api_server",
+    "patch_chat",
+    "patch_omni_base",
+    "patch_video",
+]
+
+_log = logging.getLogger("omni_errors.vllm_omni")
+
+#: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
+API_RAW_FALLBACKS = True
+#: Once the server stops (a fatal failure, Ctrl+C, SIGTERM), in-flight responses get this long to
+#: finish before it closes them: uvicorn would otherwise wait for them without a deadline, and a
+#: request whose pipeline has stopped never finishes (Ctrl+C must end the server within 3 s).
+GRACEFUL_SHUTDOWN_S = 0.5
+#: ...and the server keeps accepting for this long first, answering what arrives with the fatal
+#: record, so that a request already on its way gets an answer instead of a dropped connection.
+LAST_CALL_S = 0.5
+
+_CLIENT_ERROR_REASON = "client_error"
+
+
+def _handled_record() -> OmniErrorDetails | None:
+    """The record of the exception being handled, if the caller is inside an `except` block."""
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return None
+    from omni_errors.classification import classify
+
+    return classify(exc, raw_fallbacks=API_RAW_FALLBACKS)
+
+
+def _on_fatal_response(details: OmniErrorDetails) -> None:
+    fatal.declare(details, ExitCode.FATAL_ENGINE)
+
+
+def _request_id(request: Any) -> str | None:
+    metadata = getattr(request.state, "request_metadata", None)
+    request_id = getattr(metadata, "request_id", None)
+    return request_id if isinstance(request_id, str) else None
+
+
+def _cause_first(handler: Any) -> Any:
+    """Routes wrap what they do not recognise in `HTTPException(500, f"... failed: {exc}")`, raised
+    while handling `exc`; when that exception carries its canonical record (a stage failure rebuilt
+    by the plugin), the record is what the client must get, not a generic 500 with raw text."""
+
+    async def handle(conn: Any, exc: Exception) -> Any:
+        cause = exc.__cause__ or exc.__context__
+        if getattr(exc, "status_code", 0) >= 500 and isinstance(getattr(cause, "details", None), OmniErrorDetails):
+            return await handler(conn, cause)
+        return await handler(conn, exc)
+
+    return handle
+
+
+def patch_api_server(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.openai.api_server`: our handlers; stop and exit code on a fatal failure."""
+    from fastapi import HTTPException as FastAPIHTTPException
+    from starlette.exceptions import HTTPException
+
+    from omni_errors.render.http import http_response
+    from omni_errors.reporting import report
+    from omni_errors.server import install
+    from omni_errors.server.register import make_handler
+
+    def make_register(original: Any) -> Any:
+        def register(app: Any) -> None:
+            original(app)
+            # vLLM's app building has already assembled Starlette's middleware stack once, and its
+            # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
+            # call (uvicorn's lifespan startup) builds it again with these handlers in it.
+            app.middleware_stack = None
+            install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
+            handler = _cause_first(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
+            for cls in (FastAPIHTTPException, HTTPException):
+                app.add_exception_handler(cls, handler)
+
+        return register
+
+    def make_serve(original: Any) -> Any:
+        async def serve_http(app: Any, *args: Any, **kwargs: Any) -> Any:
+            loop = asyncio.get_running_loop()
+
+            def stop(_details: OmniErrorDetails) -> None:
+                def set_exit() -> None:
+                    server = getattr(app.state, "server", None)
+                    if server is not None:
+                        server.should_exit = True
+
+                loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
+
+            def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
+                server = getattr(app.state, "server", None)
+                if server is not None:
+                    server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
+
+            fatal.on_fatal(stop)
+            loop.call_soon(bound_graceful_shutdown)
+            return _exit_after(await original(app, *args, **kwargs))
+
+        return serve_http
+
+    def make_engine_response(original: Any) -> Any:
+        def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
+            where = f"{req.method} {req.url.path}"
+            return report(
+                exc,
+                http_response,
+                where=where,
+                request_id=_request_id(req),
+                raw_fallbacks=API_RAW_FALLBACKS,
+                on_fatal=_on_fatal_response,
+            )
+
+        return _create_engine_error_json_response
+
+    apply(
+        module,
+        {
+            (module, "_register_omni_exception_handlers"): make_register,
+            (module, "serve_http"): make_serve,
+            (module, "_create_engine_error_json_response"): make_engine_response,
+        },
+    )
+
+
+def patch_async_omni_base(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.async_omni_base`: no abort round trip to a pipeline that has ended.
+
+    A failed request is aborted with a 2 s timeout; after a fatal failure nothing is left to take
+    the abort, so waiting would only delay the answer past the 1 s every request is owed.
+    """
+
+    def make(original: Any) -> Any:
+        async def _abort_internal_requests(self: Any, request_id: Any, **kwargs: Any) -> Any:
+            if fatal.declared() is not None:
+                return None
+            return await original(self, request_id, **kwargs)
+
+        return _abort_internal_requests
+
+    apply(module, {(module.AsyncOmniBase, "_abort_internal_requests"): make})
+
+
+def patch_async_omni(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.async_omni`: after a fatal failure, a new request gets the fatal record at once.
+
+    The orchestrator is stopping by then; a request submitted to it would wait for an answer that
+    never comes until the server closes the connection.
+    """
+    from omni_errors.exceptions import rebuild
+
+    def make(original: Any) -> Any:
+        async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            record = fatal.declared()
+            if record is not None:
+                raise rebuild(record)
+            async for output in original(self, *args, **kwargs):
+                yield output
+
+        return generate
+
+    apply(module, {(module.AsyncOmni, "generate"): make})
+
+
+async def _exit_after(shutdown: Any) -> None:
+    """Await the server's own shutdown, then end the process with the fatal exit code, if any."""
+    await shutdown
+    code = fatal.exit_code()
+    if code is not None:
+        _log.critical("omni-errors: server stopped after a fatal stage failure; exiting with %d", int(code))
+        raise SystemExit(int(code))
+
+
+def patch_omni_base(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.omni_base`: messages raise their record; failure reasons by category."""
+    from omni_errors.exceptions import rebuild
+    from omni_errors.vllm_omni.orchestrator import message_record
+
+    base = module.OmniBase
+
+    def make_raise(original: Any) -> Any:
+        def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
+            raise rebuild(message_record(msg))
+
+        return _raise_nonfatal_error_message
+
+    def make_record(original: Any) -> Any:
+        def _record_request_failure_once(self: Any, request_id: str, reason: str) -> None:
+            if reason == "stage_error":
+                details = _handled_record()
+                if details is not None and details.category == "client":
+                    reason = _CLIENT_ERROR_REASON
+            original(self, request_id, reason)
+
+        return _record_request_failure_once
+
+    def make_normalize(original: Any) -> Any:
+        def normalize_failure_reason(reason: str | None) -> str:
+            return reason if reason == _CLIENT_ERROR_REASON else str(original(reason))
+
+        return normalize_failure_reason
+
+    apply(
+        module,
+        {
+            (base, "_raise_nonfatal_error_message"): make_raise,
+            (base, "_record_request_failure_once"): make_record,
+            (module, "normalize_failure_reason"): make_normalize,
+        },
+    )
+
+
+def patch_chat(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.openai.serving_chat`: `_create_error_response` from the handled record."""
+    from omni_errors.render import error_response
+    from omni_errors.reporting import report
+
+    def make(original: Any) -> Any:
+        def _create_error_response(
+            self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
+        ) -> Any:
+            exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
+            if exc is None:
+                return original(self, message, err_type, status_code)
+            return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
+
+        return _create_error_response
+
+    apply(module, {(module.OmniOpenAIServingChat, "_create_error_response"): make})
+
+
+def patch_video(module: ModuleType) -> None:
+    """`vllm_omni.entrypoints.openai.video.generation.helpers`: a failed job stores the record's status and text."""
+    from omni_errors.reporting import report
+
+    video_error = module.VideoError
+
+    def stored(details: OmniErrorDetails) -> Any:
+        return video_error(code=details.status_code, message=sanitize(details.message))
+
+    def make(original: Any) -> Any:
+        def _video_error_from_exception(exc: Exception) -> Any:
+            # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
+            return report(exc, stored, where="video job", raw_fallbacks=False)
+
+        return _video_error_from_exception
+
+    apply(module, {(module, "_video_error_from_exception"): make})

@@ -1,0 +1,149 @@
+"""Diffusion-side hops: worker -> executor -> engine -> StageDiffusionProc (stage processes).
+
+- `DiffusionOutput.from_exception` (worker -> executor): the record travels with the output,
+  classified while the exception's type is still known (an OOM is an OOM by type, not by text);
+- the in-process executor builds `DiffusionOutput(error=str(exc))` for a failing worker; it now
+  answers with `from_exception`, as a multiprocess worker does;
+- `DiffusionEngine.postprocess_output` (engine rebuild): a record-carrying output is raised as the
+  exception `rebuild` gives (client, server or fatal), not as `RuntimeError(text)`;
+- `DiffusionEngine._emit_outputs`: after a fatal record is delivered, the engine fails as a whole
+  (`_fail_engine`), so queued requests are answered and the executor stops instead of serving on;
+- StageDiffusionProc: error frames get the record as extra top-level keys (old receivers ignore
+  them), and a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from types import ModuleType
+from typing import Any
+
+from omni_errors.vllm_omni import fatal
+from omni_errors.vllm_omni.patching import apply
+from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure, with_ids
+
+__all__ = ["patch_data", "patch_engine", "patch_proc", "patch_uniproc_executor"]
+
+_log = logging.getLogger("omni_errors.vllm_omni")
+
+
+def _recorded(exc: BaseException, **ids: Any) -> Carried | None:
+    try:
+        value = stage_failure(exc, **ids)
+    except Exception:  # classifying must never turn one failure into two
+        _log.exception("omni-errors: could not classify %s", type(exc).__name__)
+        return None
+    if value.exit_code is not None:
+        fatal.note(value.exit_code)
+    return value
+
+
+def patch_data(module: ModuleType) -> None:
+    """`vllm_omni.diffusion.data`: `DiffusionOutput.from_exception` attaches the record."""
+
+    def make(original: Any) -> Any:
+        build = original.__func__
+
+        def from_exception(cls: Any, /, exc: BaseException) -> Any:
+            output = build(cls, exc)
+            value = _recorded(exc)
+            if value is not None:
+                attach(output, value)
+            return output
+
+        return classmethod(from_exception)
+
+    apply(module, {(module.DiffusionOutput, "from_exception"): make})
+
+
+def patch_uniproc_executor(module: ModuleType) -> None:
+    """`UniProcDiffusionExecutor.collective_rpc("execute_model")` answers a failure with `from_exception`."""
+    from vllm_omni.diffusion.data import DiffusionOutput
+
+    def make(original: Any) -> Any:
+        def collective_rpc(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(self, method, *args, **kwargs)
+            except Exception as exc:
+                if method != "execute_model":
+                    raise
+                return DiffusionOutput.from_exception(exc)  # what a multiprocess worker returns
+
+        return collective_rpc
+
+    apply(module, {(module.UniProcDiffusionExecutor, "collective_rpc"): make})
+
+
+def _first_fatal(runner_output: Any, request_ids: list[str]) -> Carried | None:
+    for request_id in request_ids:
+        one = runner_output.get_request_output(request_id)
+        value = carried(getattr(one, "result", None))
+        if value is not None and value.details.fatal:
+            return value
+    return None
+
+
+def patch_engine(module: ModuleType) -> None:
+    """`vllm_omni.diffusion.diffusion_engine`: rebuild carried records; fail the engine on a fatal one."""
+    from omni_errors.exceptions import rebuild
+
+    engine = module.DiffusionEngine
+
+    def make_postprocess(original: Any) -> Any:
+        def postprocess_output(self: Any, request: Any, output: Any) -> Any:
+            value = carried(output)
+            if value is not None and output.error and not output.aborted:
+                request_id = getattr(request, "request_id", None)
+                raise rebuild(with_ids(value.details, request_id=request_id, stage_id=None))
+            return original(self, request, output)
+
+        return postprocess_output
+
+    def make_emit(original: Any) -> Any:
+        def _emit_outputs(
+            self: Any, finished_ids: Any, scheduled_request_ids: Any, runner_output: Any, **kw: Any
+        ) -> Any:
+            result = original(self, finished_ids, scheduled_request_ids, runner_output, **kw)
+            value = _first_fatal(runner_output, list(scheduled_request_ids))
+            if value is not None:
+                if value.exit_code is not None:
+                    fatal.note(value.exit_code)
+                _log.critical("omni-errors: fatal failure in the diffusion engine; stopping it")
+                self._fail_engine(rebuild(value.details))
+            return result
+
+        return _emit_outputs
+
+    apply(module, {(engine, "postprocess_output"): make_postprocess, (engine, "_emit_outputs"): make_emit})
+
+
+def patch_proc(module: ModuleType) -> None:
+    """`vllm_omni.diffusion.stage_diffusion_proc`: record keys on error frames; documented exit codes."""
+
+    def make_encoder(original: type) -> type:
+        class RecordFrameEncoder(original):  # type: ignore[misc]
+            """Adds the record to error frames; they are encoded inside the `except` that caught the failure."""
+
+            def encode(self, obj: Any) -> Any:
+                exc = sys.exc_info()[1]
+                if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
+                    value = _recorded(exc, request_id=obj.get("request_id"))
+                    if value is not None:
+                        if value.details.fatal:
+                            value = Carried(value.details, int(fatal.exit_code() or value.exit_code or 80))
+                        obj = {**obj, **frame_fields(value)}
+                return super().encode(obj)
+
+        return RecordFrameEncoder
+
+    def make_close(original: Any) -> Any:
+        def close(self: Any) -> None:
+            original(self)
+            code = fatal.exit_code()
+            if code is not None:  # the proc is ending because of a fatal failure: say which
+                raise SystemExit(int(code))
+
+        return close
+
+    apply(module, {(module, "OmniMsgpackEncoder"): make_encoder, (module.StageDiffusionProc, "close"): make_close})

@@ -1,0 +1,152 @@
+"""How the record rides vLLM-Omni's own carriers, and how a failure on the stage side becomes one.
+
+Carriers (each keeps its 0.30 flat fields, filled from the record, so a peer without the plugin
+reads what it always read):
+
+- `DiffusionOutput`, `OmniRequestOutput`: attribute `omni_error` holding a `Carried` (pickled with
+  the dataclass: it crosses the diffusion worker's shared-memory queue as one compact frame);
+- diffusion proc error frames (msgpack dicts): top-level keys `omni_error` (the record's frame
+  bytes) and `omni_error_exit` (the exit code a fatal failure implies); old receivers ignore them;
+- the orchestrator's `ErrorMessage`: a subclass with a `details` field (see `orchestrator.py`).
+
+Raw fallbacks on the stage side are off: a `ValueError` raised inside a stage is a server failure
+(500), never a client error. Only explicit client types (vLLM's `VLLMClientError` family,
+vLLM-Omni's `OmniClientError`) become 4xx there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omni_errors._native import OmniErrorDetails, decode, encode
+from omni_errors.core_table import fatal_record
+from omni_errors.errors import DecodeError, InvalidRecordError
+from omni_errors.legacy import from_legacy, to_legacy
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.failures import fatal_cause
+
+__all__ = [
+    "EXIT_KEY",
+    "FRAME_KEY",
+    "RECORD_ATTR",
+    "Carried",
+    "attach",
+    "carried",
+    "frame_fields",
+    "output_record",
+    "stage_failure",
+    "with_ids",
+]
+
+RECORD_ATTR = "omni_error"
+FRAME_KEY = "omni_error"
+EXIT_KEY = "omni_error_exit"
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A record on its way, and for a fatal one the exit code it implies (81 OOM, 80 otherwise)."""
+
+    details: OmniErrorDetails
+    exit_code: int | None = None
+
+
+def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
+    """The record of `exc` raised on the stage side: no raw fallbacks, fatal by type along its chain."""
+    from omni_errors.classification import classify
+
+    details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
+    cause = fatal_cause(exc)
+    if cause is None and not details.fatal:
+        return Carried(details)
+    if not details.fatal:  # a fatal type wrapped by a library (seed 003): the chain decides
+        details = fatal_record(stage_id=details.stage_id, request_id=details.request_id)
+    code = cause[1] if cause is not None else ExitCode.FATAL_ENGINE
+    return Carried(details, int(code))
+
+
+def with_ids(details: OmniErrorDetails, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
+    """`details` with the request and stage ids it lacks; ids it already has are kept."""
+    changes: dict[str, Any] = {}
+    if details.request_id is None and request_id is not None:
+        changes["request_id"] = request_id
+    if details.stage_id is None and stage_id is not None:
+        changes["stage_id"] = stage_id
+    if not changes:
+        return details
+    try:
+        return details.replace(**changes)
+    except InvalidRecordError:  # an id over its limit: the record stays valid without it
+        return details
+
+
+def attach(carrier: Any, value: Carried) -> None:
+    """Put the record on an output and fill its 0.30 flat fields from it (sanitized text included)."""
+    setattr(carrier, RECORD_ATTR, value)
+    legacy = to_legacy(value.details, kind="output")
+    for name in ("error", "error_status_code", "error_type"):
+        if hasattr(carrier, name):
+            setattr(carrier, name, legacy[name])
+
+
+def carried(carrier: Any) -> Carried | None:
+    """The `Carried` on an output or in a frame dict, if a plugin-enabled peer put one there."""
+    if isinstance(carrier, dict):
+        raw = carrier.get(FRAME_KEY)
+        if not isinstance(raw, (bytes, bytearray, memoryview)):
+            return None
+        try:
+            details = decode(raw)
+        except DecodeError:
+            return None
+        code = carrier.get(EXIT_KEY)
+        return Carried(details, code if isinstance(code, int) and details.fatal else None)
+    value = getattr(carrier, RECORD_ATTR, None)
+    return value if isinstance(value, Carried) else None
+
+
+def frame_fields(value: Carried) -> dict[str, Any]:
+    """The keys a diffusion error frame gets: the record, its exit code, and the flat fields from it."""
+    fields: dict[str, Any] = {
+        "error": value.details.message,
+        "status_code": value.details.status_code,
+        "error_type": value.details.error_type,
+        FRAME_KEY: encode(value.details),
+    }
+    if value.exit_code is not None:
+        fields[EXIT_KEY] = value.exit_code
+    return fields
+
+
+def _request_error(output: Any) -> Any:
+    """vLLM's `RequestError` on an `EngineCoreOutput` (`.error`, vLLM >= 0.31), if there is one."""
+    error = getattr(output, "error", None)
+    if type(error).__name__ == "RequestError" and callable(getattr(error, "to_exception", None)):
+        return error
+    return None
+
+
+def output_record(output: Any, *, request_id: str | None, stage_id: int | None, error: str | None = None) -> Carried:
+    """The record of a failed stage output, whichever peer produced it.
+
+    In order: the record a plugin-enabled stage attached; vLLM's `RequestError` (LLM stages on
+    vLLM >= 0.31); the 0.30 flat fields (`error`/`error_status_code`/`error_type`, or `error`, the
+    text of an LLM stage's `FinishReason.ERROR`), read by `omni_errors.legacy`.
+    """
+    value = carried(output)
+    if value is not None:
+        return Carried(with_ids(value.details, request_id=request_id, stage_id=stage_id), value.exit_code)
+    request_error = _request_error(output)
+    if request_error is not None:
+        return stage_failure(request_error.to_exception(), request_id=request_id, stage_id=stage_id)
+    if error is not None:  # an LLM stage's FinishReason.ERROR: only text, so a server failure
+        flat: Any = {"error": error, "status_code": getattr(output, "error_status_code", None)}
+    else:
+        flat = output
+    details = from_legacy(flat, request_id=request_id, stage_id=stage_id)
+    if details is None:  # an error output without text or status
+        details = OmniErrorDetails(
+            "Stage request failed", "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id
+        )
+    return Carried(details)

@@ -1,0 +1,120 @@
+"""How the vLLM-Omni plugin reads a failure on the stage side, with vLLM's own output classes.
+
+LLM stages cannot start on CPU, so their hop is tested here with the real `EngineCoreOutput`,
+`FinishReason.ERROR` and (vLLM >= 0.31) `RequestError`; this module runs in both environments.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omni_errors import OmniErrorDetails, encode
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.vllm_omni.records import (
+    EXIT_KEY,
+    FRAME_KEY,
+    Carried,
+    carried,
+    frame_fields,
+    output_record,
+    stage_failure,
+)
+from vllm.v1.engine import EngineCoreOutput, FinishReason
+
+try:
+    from vllm.outputs import RequestError
+except ImportError:  # vLLM 0.30: LLM stages report an error only as FinishReason.ERROR + text
+    RequestError = None
+
+needs_request_error = pytest.mark.skipif(RequestError is None, reason="vLLM 0.30 has no RequestError")
+
+
+def test_a_stage_side_value_error_is_a_server_failure() -> None:
+    details = stage_failure(ValueError("shape mismatch in /home/alice/model.safetensors"), stage_id=2).details
+    assert (details.category, details.status_code, details.error_type, details.stage_id) == (
+        "server",
+        500,
+        "InternalServerError",
+        2,
+    )
+    assert "/home/alice" not in details.message
+
+
+def test_oom_is_fatal_by_type_even_when_a_library_wraps_it() -> None:
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        except torch.OutOfMemoryError as exc:
+            raise RuntimeError(f"Diffusion generation failed: {exc}") from exc
+    except RuntimeError as wrapped:
+        value = stage_failure(wrapped, request_id="r1")
+    assert value.details.fatal and value.exit_code == ExitCode.OOM
+    assert "GiB" not in value.details.message and value.details.request_id == "r1"
+
+
+def test_llm_finish_reason_error_text_is_a_server_failure_of_its_stage() -> None:
+    eco = EngineCoreOutput(
+        request_id="r1",
+        new_token_ids=[],
+        finish_reason=FinishReason.ERROR,
+        stop_reason="Timed out waiting for connector input after 30s",
+    )
+    details = output_record(eco, request_id="r1", stage_id=1, error=str(eco.stop_reason)).details
+    assert (details.category, details.status_code, details.stage_id, details.request_id) == ("server", 500, 1, "r1")
+    assert details.message == "Timed out waiting for connector input after 30s"
+
+
+@needs_request_error
+@pytest.mark.parametrize(
+    ("code", "retryable", "expected"),
+    [
+        ("validation_error", False, ("client", 400, "BadRequestError")),
+        ("internal", True, ("server", 503, "ServiceUnavailableError")),
+    ],
+)
+def test_llm_request_error_keeps_its_meaning(code: str, retryable: bool, expected: tuple[str, int, str]) -> None:
+    error = RequestError(code=code, message="max_tokens must be at least 1", retryable=retryable)
+    eco = EngineCoreOutput(request_id="r1", new_token_ids=[], finish_reason=FinishReason.ERROR, error=error)
+    details = output_record(eco, request_id="r1", stage_id=0, error="ignored: the RequestError wins").details
+    assert (details.category, details.status_code, details.error_type) == expected
+    assert (details.stage_id, details.request_id) == (0, "r1")
+
+
+def test_a_record_in_a_diffusion_frame_wins_over_its_flat_fields() -> None:
+    record = OmniErrorDetails("rejected", "client", 422, "UnprocessableEntityError", parameter="prompt", stage_id=0)
+    frame = {"type": "error", "request_id": "r1", **frame_fields(Carried(record))}
+    assert frame["status_code"] == 422 and frame[FRAME_KEY] == encode(record) and EXIT_KEY not in frame
+    assert carried(frame) == Carried(record)
+    frame["status_code"] = 400  # an old writer's guess: the record says otherwise
+    assert output_record(frame, request_id="r1", stage_id=0).details.parameter == "prompt"
+
+
+def test_a_peer_without_the_plugin_is_read_from_its_flat_fields() -> None:
+    legacy = {
+        "type": "error",
+        "request_id": "r1",
+        "error": "bad size",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+    }
+    details = output_record(legacy, request_id="r1", stage_id=0).details
+    assert (details.category, details.status_code, details.stage_id) == ("client", 400, 0)
+    assert carried(legacy) is None
+    assert carried({FRAME_KEY: b"not a frame"}) is None
+
+
+_TORCH_OOM_TEXT = (
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 3.12 GiB "
+    "is free. Process 48213 has 76.02 GiB memory in use."
+)
+
+
+@pytest.mark.xfail(strict=True, reason="sanitizer gap: it keeps torch's pid and allocation figures (seed 003)")
+def test_a_stage_without_the_plugin_sends_oom_text_the_client_sees_without_pid_or_figures() -> None:
+    import re
+
+    from omni_errors.render import error_body
+
+    legacy = {"type": "error", "request_id": "r1", "error": _TORCH_OOM_TEXT, "status_code": None}
+    message = error_body(output_record(legacy, request_id="r1", stage_id=0).details)["error"]["message"]
+    assert not re.search(r"Process \d+|\d+\.\d+ GiB", message), message

@@ -1,0 +1,196 @@
+"""The real `vllm-omni serve MODEL --omni` on loopback, for the tests: start, talk to, end, inspect.
+
+The command, model folder and environment are the chaos target's (`VllmOmniTarget`), so the tests
+and `omni-errors chaos --target vllm-omni` run the same server. The server runs in its own session;
+`close()` ends the whole process group (SIGTERM, then SIGKILL) on every path, and `leftovers()`
+names any process or shared-memory segment it left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
+from omni_errors.chaos.target import Launch
+from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
+
+__all__ = ["MODEL", "OmniServer", "assert_clean_exit", "error_of", "serve"]
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 600.0  # a cold import of vLLM-Omni on two shared cores takes minutes
+STOP_GRACE = 10.0
+
+
+class OmniServer:
+    """One server; use as a context manager (or call `start()` and `close()`)."""
+
+    def __init__(self, workdir: Path, *, plugin: bool, subprocess_stage: bool) -> None:
+        self.workdir = workdir
+        self.target = VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
+        self.port = free_port(HOST)
+        self.marker = workdir / "fault"
+        self.log_path = workdir / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._watcher: ProcessWatcher | None = None
+        self._stop = threading.Event()
+        self._shm_before = shm_entries()
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> OmniServer:
+        launch = Launch(sys.executable, HOST, self.port, self.marker, 0.0, STARTUP_TIMEOUT)
+        command = self.target.command(launch)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                command.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **command.env},
+            )
+        self._watcher = ProcessWatcher(self.proc.pid)
+        threading.Thread(target=self._watch, daemon=True).start()
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vllm-omni serve exited with {self.proc.returncode} while starting:\n{self.tail()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"vllm-omni serve did not answer /health within {STARTUP_TIMEOUT:g}s:\n{self.tail()}")
+
+    def _watch(self) -> None:
+        assert self._watcher is not None
+        while not self._stop.wait(0.2):
+            self._watcher.poll()
+
+    def __enter__(self) -> OmniServer:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- talking to it --------------------------------------------------------------------------
+
+    def images(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
+        body = {"model": MODEL, "prompt": prompt, "size": "16x16"}
+        return httpx.post(f"{self.url}/v1/images/generations", json=body, timeout=timeout)
+
+    def chat(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
+        return httpx.post(f"{self.url}/v1/chat/completions", json=body, timeout=timeout)
+
+    def in_order(self, prompts: list[str], *, gap: float = 0.5, timeout: float = 60.0) -> list[httpx.Response]:
+        """Image requests sent `gap` seconds apart (so the engine queues them in this order), all in flight
+        together; a request that gets no answer within `timeout` raises `httpx.ReadTimeout`."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            futures = []
+            for prompt in prompts:
+                futures.append(pool.submit(self.images, prompt, timeout=timeout))
+                time.sleep(gap)
+            return [f.result() for f in futures]
+
+    def get(self, path: str, *, timeout: float = 10.0) -> httpx.Response:
+        return httpx.get(f"{self.url}{path}", timeout=timeout)
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of `name` whose labels include `labels` (0 when there are none)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        total = 0.0
+        for family in text_string_to_metric_families(self.get("/metrics").text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+    # -- ending it ------------------------------------------------------------------------------
+
+    def interrupt(self) -> None:
+        """Ctrl+C in the server's terminal: SIGINT to its whole process group."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGINT)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit code, or None if the server is still running after `timeout` seconds."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """End the process group (SIGTERM, then SIGKILL) and every process it started."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if self.wait_exit(STOP_GRACE) is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait()
+        self._stop.set()
+        if self._watcher is not None:
+            kill(self._watcher.orphans())
+
+    def leftovers(self) -> tuple[list[int], list[str]]:
+        """(stage processes still alive, shm segments left) once the server has exited."""
+        assert self._watcher is not None
+        time.sleep(0.3)
+        self._watcher.poll()
+        return self._watcher.orphans(), self._watcher.shm_left(self._shm_before)
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    """The nested `error` object of an error response."""
+    body = response.json()
+    assert isinstance(body, dict) and isinstance(body.get("error"), dict), body
+    return body["error"]
+
+
+def serve(tmp_path_factory: pytest.TempPathFactory, *, plugin: bool, subprocess_stage: bool) -> Iterator[OmniServer]:
+    """A started server for a module fixture; closed (with its processes) however the module ends."""
+    name = f"omni-{'on' if plugin else 'off'}-{'proc' if subprocess_stage else 'inline'}"
+    with OmniServer(tmp_path_factory.mktemp(name), plugin=plugin, subprocess_stage=subprocess_stage) as server:
+        yield server
+
+
+def assert_clean_exit(server: OmniServer) -> None:
+    """No stage process and no shared-memory segment outlives the server."""
+    orphans, shm = server.leftovers()
+    assert orphans == [], f"stage processes left running: {orphans}"
+    assert shm == [], f"shared memory left in /dev/shm: {shm}"

@@ -1,0 +1,61 @@
+"""The plugin enabled, inline diffusion stage: the fixed behaviour (twin of `test_before_inline.py`).
+
+The last test ends the server (a fatal failure must), so it stays last in this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from omni_errors.chaos.harness import LEAKS
+from omni_errors.core_table import DEAD_MESSAGE
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_server import OmniServer, assert_clean_exit, error_of, serve
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
+    yield from serve(tmp_path_factory, plugin=True, subprocess_stage=False)
+
+
+def test_chat_route_internal_error_is_500_internal_server_error_sanitized(server: OmniServer) -> None:
+    """Behaviour 4 fixed: a stage-side ValueError is a server fault, typed so, with no paths."""
+    response = server.chat("a cat [fault:value]")
+    assert response.status_code == 500
+    error = error_of(response)
+    assert (error["code"], error["type"], error["stage_id"]) == (500, "InternalServerError", 0)
+    assert error["request_id"]
+    assert not LEAKS.search(response.text), response.text
+
+
+@pytest.mark.parametrize("route", ["chat", "images"])
+def test_guardrail_rejection_keeps_its_422(server: OmniServer, route: str) -> None:
+    """vLLM-Omni's OmniClientError keeps its status and type on every route."""
+    response = server.chat("a cat [fault:guardrail]") if route == "chat" else server.images("a cat [fault:guardrail]")
+    assert response.status_code == 422
+    error = error_of(response)
+    assert (error["code"], error["type"]) == (422, "UnprocessableEntityError")
+    assert error["message"] == "The prompt was rejected by the content guardrail"
+
+
+def test_guardrail_rejection_is_counted_as_a_client_error(server: OmniServer) -> None:
+    """Behaviour 6 fixed: failures are counted by category."""
+    stage_errors = server.metric("vllm_omni:requests_failed_total", reason="stage_error")
+    client_errors = server.metric("vllm_omni:requests_failed_total", reason="client_error")
+    omni_client = server.metric("omni_errors_total", category="client", status="422")
+    assert server.chat("a cat [fault:guardrail]").status_code == 422
+    assert server.metric("vllm_omni:requests_failed_total", reason="stage_error") == stage_errors
+    assert server.metric("vllm_omni:requests_failed_total", reason="client_error") == client_errors + 1
+    assert server.metric("omni_errors_total", category="client", status="422") == omni_client + 1
+
+
+def test_oom_answers_every_request_and_ends_the_server_with_81(server: OmniServer) -> None:
+    """Seed 003 fixed: OOM by type is fatal: every in-flight request answered, the server exits 81."""
+    responses = server.in_order(["a dog [fault:slow]", "a cat [fault:oom]", "a bird", "a fish"])
+    assert [r.status_code for r in responses] == [200, 500, 500, 500]
+    for response in responses[1:]:
+        error = error_of(response)
+        assert (error["message"], error["type"]) == (DEAD_MESSAGE, "InternalServerError")
+    assert server.wait_exit(10) == ExitCode.OOM
+    assert_clean_exit(server)
