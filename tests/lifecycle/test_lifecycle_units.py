@@ -25,24 +25,22 @@ def test_exit_code_table_is_documented() -> None:
     assert {int(k): v for k, v in rows.items()} == {int(c): c.name for c in ExitCode}
 
 
-def test_async_handlers_first_signal_then_force() -> None:
-    calls: list[tuple[str, int]] = []
+def test_async_handlers_pass_every_signal_to_one_entry_point() -> None:
+    calls: list[int] = []
 
     async def main() -> None:
-        handlers = AsyncSignalHandlers(
-            asyncio.get_running_loop(), lambda s: calls.append(("stop", s)), lambda s: calls.append(("force", s))
-        )
+        handlers = AsyncSignalHandlers(asyncio.get_running_loop(), calls.append)
         handlers.install()
         try:
             os.kill(os.getpid(), signal.SIGINT)
             await asyncio.sleep(0.05)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.sleep(0.05)
         finally:
             handlers.remove()
 
     asyncio.run(main())
-    assert calls == [("stop", signal.SIGINT), ("force", signal.SIGINT)]
+    assert calls == [signal.SIGINT, signal.SIGTERM]
 
 
 def test_worker_latch_records_and_wakes_then_second_sigint_raises() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["RequestFailure", "StageEngine", "StageOutput", "StageSpec"]
+__all__ = ["RemoteStageSpec", "RequestFailure", "StageEngine", "StageOutput", "StageSpec"]
 
 
 class StageOutput(NamedTuple):
@@ -73,3 +73,16 @@ class StageSpec:
             module, _, name = factory.partition(":")
             factory = getattr(importlib.import_module(module), name)
         return factory(**dict(self.kwargs))
+
+
+@dataclass(frozen=True)
+class RemoteStageSpec:
+    """A stage that runs on another host and joins over the link (`omni_errors.lifecycle.remote`).
+
+    The remote host chooses the engine (the network never names code to import); `kwargs` are
+    plain data (msgpack) sent to it when it joins, so the pipeline is configured in one place.
+    """
+
+    name: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    emit: bool = True

@@ -5,6 +5,8 @@
 code2wav/DiT-like stage). Both run real torch code on the CPU with one thread. Faults are chosen
 with `fault=` and fire on step `fail_after_steps` (the time of firing is written to
 `fault_marker`, so tests can measure failure-to-answer latency from the moment of failure).
+`flood=N` makes each of the `flood_steps` steps after `fail_after_steps` also report N failures
+of requests that do not exist (a stage gone wrong, flooding its link with error frames).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class _ToyEngine:
         fail_on_start: bool = False,
         rlimit_as_mb: int | None = None,
         alloc_bytes: int = 8 << 30,
+        flood: int = 0,
+        flood_steps: int = 0,
     ) -> None:
         torch.set_num_threads(1)
         torch.manual_seed(seed)
@@ -82,6 +86,7 @@ class _ToyEngine:
         self.fail_after_steps = fail_after_steps
         self.fault_marker = fault_marker
         self.alloc_bytes = alloc_bytes
+        self.flood, self.flood_steps = flood, flood_steps
         self.steps = 0
         self.shut_down = False
         self.requests: dict[str, dict[str, Any]] = {}  # per-request state, shaped by the subclass
@@ -102,6 +107,12 @@ class _ToyEngine:
         if exc is not None:
             self._mark()
             raise exc
+
+    def _flood(self) -> list[StageOutput | RequestFailure]:
+        if not self.flood or not 0 <= self.steps - self.fail_after_steps < self.flood_steps:
+            return []
+        error = RuntimeError("flooded")
+        return [RequestFailure(f"flood-{self.steps}-{i}", error) for i in range(self.flood)]
 
     def _mark(self) -> None:
         if self.fault_marker:
@@ -150,7 +161,7 @@ class ARStage(_ToyEngine):
         if self.step_delay:
             time.sleep(self.step_delay)
         ids = list(self.requests)
-        out: list[StageOutput | RequestFailure] = []
+        out: list[StageOutput | RequestFailure] = self._flood()
         live = []
         for rid in ids:
             fail = self.requests[rid]["fail"]
