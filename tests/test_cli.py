@@ -32,3 +32,12 @@ def test_unknown_command_fails_with_usage() -> None:
     out = _cli("frobnicate")
     assert out.returncode == 2
     assert "invalid choice" in out.stderr
+
+
+def test_chaos_rejects_an_unknown_scenario_or_target() -> None:
+    out = _cli("chaos", "no-such-scenario")
+    assert out.returncode == 2
+    assert "unknown scenario(s) no-such-scenario for target pipeline; choose from pr-fatal" in out.stderr
+    out = _cli("chaos", "--target", "no-such-target")
+    assert out.returncode == 2
+    assert "invalid choice" in out.stderr

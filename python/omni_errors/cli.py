@@ -36,9 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
     catalog.set_defaults(func=_catalog)
-    from omni_errors.pipeline.cli import add_commands
+    from omni_errors.chaos.cli import add_command as add_chaos
+    from omni_errors.pipeline.cli import add_command as add_serve
 
-    add_commands(sub)
+    add_serve(sub)
+    add_chaos(sub)
     return parser
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,10 +19,9 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
+from omni_errors.chaos.watch import SHM_DIR, alive, children, descendants, kill, shm_entries
 
-SHM_DIR = Path("/dev/shm")
 # Per pytest process: other sessions on the same machine run pipelines with the default prefix.
 SHM_PREFIX = f"omni_lc_t{os.getpid()}_"
 SCENARIO = Path(__file__).with_name("scenario.py")
@@ -34,17 +32,6 @@ PR_SET_CHILD_SUBREAPER = 36
 def _become_subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _shm_entries() -> set[str]:
-    return {p.name for p in SHM_DIR.iterdir() if p.name.startswith(SHM_PREFIX)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @dataclass
@@ -63,32 +50,27 @@ def _subreaper() -> None:
 @pytest.fixture(autouse=True)
 def processes() -> Iterator[Tracker]:
     """Yields a tracker for pids the test learns about; fails the test on any orphan or shm leak."""
-    shm_before = _shm_entries()
-    me = psutil.Process()
-    before = {p.pid for p in me.children(recursive=True)}
+    shm_before = shm_entries(SHM_PREFIX)
+    me = os.getpid()
+    before = descendants(me)
     tracker = Tracker()
     yield tracker
     deadline = time.monotonic() + 5.0
     leftovers: list[int] = []
     while time.monotonic() < deadline:
         # this process' own resource tracker (started by a SharedMemory here) lives as long as pytest
-        kids = {p.pid for p in me.children(recursive=True)} - before - {resource_tracker._resource_tracker._pid}
-        leftovers = sorted(pid for pid in tracker.pids | kids if _alive(pid) and pid != os.getpid())
+        kids = descendants(me) - before - {resource_tracker._resource_tracker._pid}
+        leftovers = sorted(pid for pid in tracker.pids | kids if alive(pid) and pid != me)
         if not leftovers:
             break
         time.sleep(0.05)
-    for pid in leftovers:
+    kill(leftovers)
+    for child in children({me}) - before:  # reap zombies reparented to us (subreaper)
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
             pass
-    for child in me.children(recursive=False):  # reap zombies reparented to us (subreaper)
-        if child.pid not in before:
-            try:
-                os.waitpid(child.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-    leaked = sorted(_shm_entries() - shm_before)
+    leaked = sorted(shm_entries(SHM_PREFIX) - shm_before)
     for name in leaked:
         (SHM_DIR / name).unlink(missing_ok=True)
     assert not leftovers, f"orphan processes left behind: {leftovers}"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from omni_errors.pipeline.chaos import _alive, _children, _free_port, _shm_entries
+from omni_errors.chaos.watch import ProcessWatcher, free_port, kill
 
 STARTUP_TIMEOUT = 240.0  # vLLM's import alone takes 15-60 s on two shared cores
 
@@ -27,19 +27,19 @@ class Server:
     ws: str
     proc: subprocess.Popen[bytes]
     log: Path
-    descendants: set[int]
+    watcher: ProcessWatcher
 
 
 def start_server(*extra: str) -> Server:
-    port = _free_port()
+    port = free_port()
     log = Path(tempfile.mkdtemp(prefix="omni-pipeline-test-")) / "server.log"
     args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--port", str(port), *extra]
     with open(log, "wb") as f:
         proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", proc, log, set())
+    server = Server(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", proc, log, ProcessWatcher(proc.pid))
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
-        server.descendants |= _children({proc.pid, *server.descendants})
+        server.watcher.poll()
         if proc.poll() is not None:
             break
         try:
@@ -54,8 +54,7 @@ def start_server(*extra: str) -> Server:
 
 def stop_server(server: Server, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
     """Stop the server (if still running) and check it left nothing behind; returns its exit code."""
-    shm_before = _shm_entries()
-    server.descendants |= _children({server.proc.pid, *server.descendants})
+    server.watcher.poll()
     if server.proc.poll() is None:
         server.proc.send_signal(sig)
     try:
@@ -65,11 +64,9 @@ def stop_server(server: Server, sig: int = signal.SIGTERM, timeout: float = 30.0
         server.proc.wait()
         code = None
     time.sleep(0.3)
-    orphans = [pid for pid in server.descendants if _alive(pid)]
-    for pid in orphans:
-        os.kill(pid, signal.SIGKILL)
-    pids = {str(server.proc.pid), *map(str, server.descendants)}
-    leaked = [n for n in _shm_entries() | shm_before if any(p in n for p in pids) and Path("/dev/shm", n).exists()]
+    orphans = server.watcher.orphans()
+    kill(orphans)
+    leaked = server.watcher.shm_left()
     for name in leaked:
         Path("/dev/shm", name).unlink(missing_ok=True)
     assert code is not None, f"server ignored signal {sig} for {timeout}s; log {server.log}"

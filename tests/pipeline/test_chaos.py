@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from omni_errors.pipeline.chaos import SCENARIOS, run_scenario, table
+from omni_errors.chaos.harness import run_scenario
+from omni_errors.chaos.report import table
+from omni_errors.chaos.scenarios import SCENARIOS
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

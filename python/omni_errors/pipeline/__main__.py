@@ -1,4 +1,4 @@
-"""`python -m omni_errors.pipeline serve|chaos`."""
+"""`python -m omni_errors.pipeline serve`: the same as `omni-errors serve`."""
 
 import sys
 

@@ -1,5 +1,5 @@
-"""`omni-errors serve` and `omni-errors chaos`: `add_commands(sub)` registers both on a parent
-argparse parser (the project CLI calls it); `main()` is `python -m omni_errors.pipeline`."""
+"""`omni-errors serve`: `add_command(sub)` registers it on the project CLI's subparsers; `main()` is
+`python -m omni_errors.pipeline serve` (what the chaos harness starts)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from omni_errors.pipeline.faults import PROCESS_KINDS
 
-__all__ = ["SHM_PREFIX", "add_commands", "main"]
+__all__ = ["SHM_PREFIX", "add_command", "main"]
 
 # Our own prefix: the lifecycle test suite removes new `omni_lc_` segments after each test, which on a
 # shared machine would delete a running server's status board.
@@ -100,14 +100,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     return code
 
 
-def _run_chaos(args: argparse.Namespace) -> int:
-    from omni_errors.pipeline.chaos import run_cli
-
-    return run_cli(args)
-
-
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `serve` and `chaos` on the project CLI's subparsers."""
+def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `serve` on the project CLI's subparsers."""
     serve = sub.add_parser(
         "serve",
         help="serve the reference thinker/talker/code2wav pipeline (OpenAI-style API)",
@@ -116,21 +110,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     )
     _serve_args(serve)
     serve.set_defaults(func=_run_serve)
-    chaos = sub.add_parser(
-        "chaos",
-        help="start fresh servers, inject faults, and check every request is answered",
-        description="Replay fault scenarios against fresh `serve` processes; report each request's outcome, "
-        "time to all answered, exit codes, orphan processes and leftover shm. Exits 1 if any check fails.",
-    )
-    from omni_errors.pipeline.chaos import add_arguments
-
-    add_arguments(chaos)
-    chaos.set_defaults(func=_run_chaos)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m omni_errors.pipeline")
-    add_commands(parser.add_subparsers(dest="command", required=True))
+    add_command(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code

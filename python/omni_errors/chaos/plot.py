@@ -9,10 +9,8 @@ from __future__ import annotations
 import struct
 import sys
 import zlib
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from omni_errors.pipeline.chaos import ScenarioResult
+from omni_errors.chaos.report import ScenarioResult
 
 __all__ = ["plot"]
 

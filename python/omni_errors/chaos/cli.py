@@ -1,0 +1,90 @@
+"""`omni-errors chaos`: replay fault scenarios against fresh servers and print the verdict.
+
+Exit status: 0 when every check of every scenario passed, 1 when one failed, 2 for a usage error
+(argparse's convention, also for an unknown scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from omni_errors.chaos.scenarios import SCENARIOS, TARGETS, of_target
+
+__all__ = ["add_arguments", "add_command", "run_cli"]
+
+ALL_PASSED, SOME_FAILED, USAGE = 0, 1, 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help=f"scenarios to run (default: every scenario of the target): {', '.join(SCENARIOS)}",
+    )
+    p.add_argument(
+        "--target",
+        default="pipeline",
+        choices=sorted(TARGETS),
+        help="the server the scenarios run against (default: %(default)s, the reference pipeline)",
+    )
+    p.add_argument("--scale", type=float, default=1.0, help="multiply request counts (0.2: CI size, 200 streams)")
+    p.add_argument("--deadline", type=float, default=120.0, help="seconds after which an unanswered request is hung")
+    p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds a server may take to start")
+    p.add_argument("--step-interval", type=float, default=0.01, help="the servers' --step-interval")
+    p.add_argument("--json", action="store_true", help="print the results as JSON on stdout (table on stderr)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw requests answered over time, fault marked")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register `chaos` on the project CLI's subparsers."""
+    chaos = sub.add_parser(
+        "chaos",
+        help="start fresh servers, inject faults, and check every request is answered",
+        description="Replay fault scenarios against fresh servers; report each request's outcome, "
+        "time to all answered, exit codes, orphan processes and leftover shm. Exits 1 if any check fails.",
+    )
+    add_arguments(chaos)
+    chaos.set_defaults(func=run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    mine = {s.name: s for s in of_target(args.target)}
+    names = args.scenarios or list(mine)
+    unknown = [n for n in names if n not in mine]
+    if unknown:
+        sys.stderr.write(
+            f"unknown scenario(s) {', '.join(unknown)} for target {args.target}; choose from {', '.join(mine)}\n"
+        )
+        return USAGE
+    from omni_errors.chaos.harness import run_scenarios
+
+    progress = not args.no_progress and sys.stderr.isatty()
+    results = asyncio.run(
+        run_scenarios(
+            [mine[n] for n in names],
+            scale=args.scale,
+            progress=progress,
+            deadline=args.deadline,
+            startup_timeout=args.startup_timeout,
+            step_interval=args.step_interval,
+        )
+    )
+    from omni_errors.chaos.report import table
+
+    text = table(results)
+    if args.json:
+        sys.stderr.write(text + "\n")
+        json.dump([r.to_json() for r in results], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text + "\n")
+    if args.plot:
+        from omni_errors.chaos.plot import plot
+
+        plot(results, args.plot)
+    return ALL_PASSED if all(r.passed for r in results) else SOME_FAILED

@@ -1,0 +1,40 @@
+"""The scenario table: every target's scenarios, by name.
+
+Each module here holds one target and its scenarios (`pipeline`: the reference server). A new
+target adds its module and one entry to `_TABLES`; the harness and the CLI read only `SCENARIOS`.
+Scenario modules import nothing heavy: loads build their requests when they run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from omni_errors.chaos.scenario import Scenario
+from omni_errors.chaos.scenarios import pipeline
+from omni_errors.chaos.target import Target
+
+__all__ = ["SCENARIOS", "TARGETS", "of_target"]
+
+_TABLES: tuple[Iterable[Scenario], ...] = (pipeline.SCENARIOS,)
+
+
+def _index(tables: Iterable[Iterable[Scenario]]) -> dict[str, Scenario]:
+    index: dict[str, Scenario] = {}
+    for table in tables:
+        for scenario in table:
+            if scenario.name in index:
+                raise ValueError(f"two chaos scenarios are named {scenario.name!r}")
+            index[scenario.name] = scenario
+    return index
+
+
+SCENARIOS: dict[str, Scenario] = _index(_TABLES)
+"""Every scenario, by its unique name, in table order."""
+
+TARGETS: dict[str, Target] = {s.target.name: s.target for s in SCENARIOS.values()}
+"""Every target a scenario runs against, by name."""
+
+
+def of_target(target: str) -> list[Scenario]:
+    """The scenarios that run against `target`, in table order."""
+    return [s for s in SCENARIOS.values() if s.target.name == target]
