@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -24,6 +25,19 @@ def _catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote.keys import KeyFileError, generate
+
+    for name in args.names:
+        try:
+            public, secret = generate(args.directory, name, force=args.force)
+        except (KeyFileError, OSError) as exc:
+            sys.stderr.write(f"omni-errors keys: {exc}\n")
+            return 1
+        print(f"{name}: public key {public} (give to the peer), secret key {secret} (mode 0600, keep on this host)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="omni-errors",
@@ -36,6 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
     catalog.set_defaults(func=_catalog)
+    keys = sub.add_parser(
+        "keys",
+        help="create CURVE key pairs for remote stage links (serve --link-key, stage --key)",
+        description="Create a CURVE key pair per name: DIR/NAME.key (public: give it to the peer) and "
+        "DIR/NAME.key_secret (mode 0600: keep it on the host that uses it). The server allows stages by "
+        "their public keys (serve --link-allow); each stage trusts the server's (stage --server-key).",
+    )
+    keys.add_argument("directory", type=Path, metavar="DIR", help="where to write the files (created 0700)")
+    keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")
+    keys.add_argument("--force", action="store_true", help="replace existing files of the same names")
+    keys.set_defaults(func=_keys)
     from omni_errors.chaos.cli import add_command as add_chaos
     from omni_errors.pipeline.cli import add_command as add_serve
 

@@ -23,8 +23,10 @@ import uvicorn
 
 import omni_errors
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
 from omni_errors.pipeline.protocol import Limits
-from omni_errors.pipeline.service import PipelineConfig, Service
+from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
 
 __all__ = ["ServeConfig", "serve"]
 
@@ -39,6 +41,7 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    link: LinkConfig | None = None  # where remote stages join (PipelineConfig.remote names them)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -62,10 +65,14 @@ class _Uvicorn(uvicorn.Server):
 async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     """Run until the pipeline stops; returns the process exit code."""
     loop = asyncio.get_running_loop()
-    service = Service(cfg.pipeline, cfg.lifecycle)
+    service = Service(cfg.pipeline, cfg.lifecycle, cfg.link)
     sup = service.supervisor
     sup.install_signal_handlers()  # until uvicorn installs its own, which call the same entry point
-    logger.info("starting stages thinker, talker, code2wav (step interval %.3fs)", cfg.pipeline.step_interval)
+    remote = cfg.pipeline.remote
+    local = [name for name in STAGE_NAMES if name not in remote]
+    logger.info("starting stages %s (step interval %.3fs)", ", ".join(local) or "-", cfg.pipeline.step_interval)
+    if remote and cfg.link is not None:
+        logger.info("waiting for remote stage(s) %s on %s", ", ".join(remote), cfg.link.endpoint)
     try:
         # Import the API layer (vLLM, FastAPI) while the stages load their models in parallel.
         app_import = _import_in_background("omni_errors.pipeline.app")
@@ -82,6 +89,9 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
             exc.reason,
         )
         return sup.exit_code or exc.exit_code
+    except LinkConfigError as exc:  # e.g. the link address is taken or not on this host
+        logger.critical("pipeline failed to start: %s", exc)
+        return int(ExitCode.STARTUP_FAILURE)
     finally:
         sup.remove_signal_handlers()
     if not sup.health().ok:
@@ -138,8 +148,6 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
 
 
 def _code_name(code: int) -> str:
-    from omni_errors.lifecycle.exitcodes import ExitCode
-
     try:
         return ExitCode(code).name.lower()
     except ValueError:
@@ -147,6 +155,4 @@ def _code_name(code: int) -> str:
 
 
 def _stage_name(stage_id: int | None) -> str:
-    from omni_errors.pipeline.service import STAGE_NAMES
-
     return STAGE_NAMES[stage_id] if stage_id is not None and 0 <= stage_id < len(STAGE_NAMES) else "-"

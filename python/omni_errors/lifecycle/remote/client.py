@@ -33,7 +33,6 @@ from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import Abort, Add, Command, LinkClosedError, Output, Shutdown
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import StageConnectConfig, endpoint_host
 from omni_errors.lifecycle.remote.protocol import (
     CLOSE,
@@ -71,10 +70,17 @@ class StageJoinError(OmniErrorsError):
 
 
 class _IoThread(threading.Thread):
-    def __init__(self, ctx: zmq.Context[Any], cfg: StageConnectConfig, hello: Hello, inproc: str) -> None:
+    def __init__(
+        self,
+        ctx: zmq.Context[Any],
+        cfg: StageConnectConfig,
+        curve: tuple[bytes, bytes, bytes] | None,
+        hello: Hello,
+        inproc: str,
+    ) -> None:
         super().__init__(name=f"omni-link-stage-{hello.stage_id}", daemon=True)
         self.last_turn = time.monotonic()  # written by the main thread at every loop turn
-        self._ctx, self._cfg, self._hello, self._inproc = ctx, cfg, hello, inproc
+        self._ctx, self._cfg, self._curve, self._hello, self._inproc = ctx, cfg, curve, hello, inproc
         self._welcome: Welcome | None = None
         self._recv = SeqCheck()
         self._seq = 0
@@ -108,10 +114,9 @@ class _IoThread(threading.Thread):
         dealer.setsockopt(zmq.RECONNECT_IVL, 100)
         dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 500)
         dealer.setsockopt(zmq.IPV6, int(":" in endpoint_host(cfg.endpoint)[0]))
-        if not cfg.plaintext:
-            assert cfg.secret_key is not None and cfg.server_key is not None
-            public, secret = keys.load_secret(cfg.secret_key)
-            dealer.setsockopt(zmq.CURVE_SERVERKEY, keys.load_public(cfg.server_key))
+        if self._curve is not None:
+            server, public, secret = self._curve
+            dealer.setsockopt(zmq.CURVE_SERVERKEY, server)
             dealer.setsockopt(zmq.CURVE_PUBLICKEY, public)
             dealer.setsockopt(zmq.CURVE_SECRETKEY, secret)
         monitor = dealer.get_monitor_socket(_MONITOR)
@@ -271,13 +276,15 @@ class ZmqWorkerLink:
 
     @classmethod
     def join(cls, cfg: StageConnectConfig, hello: Hello) -> tuple[ZmqWorkerLink, Welcome]:
-        """Connect, say HELLO and wait for WELCOME (`cfg.connect_timeout`). Raises StageJoinError."""
+        """Connect, say HELLO and wait for WELCOME (`cfg.connect_timeout`). Raises StageJoinError,
+        or KeyFileError before connecting when a key file is wrong."""
+        curve = cfg.load_keys()
         ctx: zmq.Context[Any] = zmq.Context()
         pair = ctx.socket(zmq.PAIR)
         inproc = f"inproc://omni-link-{secrets.token_hex(4)}"
         pair.bind(inproc)
         pair.setsockopt(zmq.SNDTIMEO, int((cfg.connect_timeout + cfg.linger) * 1000))
-        io = _IoThread(ctx, cfg, hello, inproc)
+        io = _IoThread(ctx, cfg, curve, hello, inproc)
         link = cls(ctx, pair, io, cfg)
         io.start()
         try:

@@ -97,6 +97,16 @@ class LinkConfig:
         if self.hwm < 1 or self.max_message < 4096:
             raise LinkConfigError(f"link hwm {self.hwm} must be >= 1 and max_message {self.max_message} >= 4096")
 
+    def load_keys(self) -> tuple[bytes, bytes, frozenset[bytes]] | None:
+        """(public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
+        if self.plaintext:
+            return None
+        from omni_errors.lifecycle.remote import keys
+
+        assert self.secret_key is not None
+        public, secret = keys.load_secret(self.secret_key)
+        return public, secret, keys.load_allowed(self.allow)
+
 
 @dataclass(frozen=True)
 class StageConnectConfig:
@@ -124,3 +134,13 @@ class StageConnectConfig:
             )
         if self.connect_timeout <= 0:
             raise LinkConfigError(f"connect timeout {self.connect_timeout}s must be > 0")
+
+    def load_keys(self) -> tuple[bytes, bytes, bytes] | None:
+        """(server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""
+        if self.plaintext:
+            return None
+        from omni_errors.lifecycle.remote import keys
+
+        assert self.secret_key is not None and self.server_key is not None
+        public, secret = keys.load_secret(self.secret_key)
+        return keys.load_public(self.server_key), public, secret

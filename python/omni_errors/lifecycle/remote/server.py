@@ -28,7 +28,6 @@ from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.links import LinkFullError, LinkListener, LinkPayloadError
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, endpoint_host
 from omni_errors.lifecycle.remote.protocol import (
     LINK_MAJOR,
@@ -117,10 +116,9 @@ class LinkServer:
         sock.setsockopt(zmq.LINGER, int(cfg.linger * 1000))
         host, _ = endpoint_host(cfg.endpoint)
         sock.setsockopt(zmq.IPV6, int(":" in host))
-        if not cfg.plaintext:
-            assert cfg.secret_key is not None
-            public, secret = keys.load_secret(cfg.secret_key)
-            allowed = keys.load_allowed(cfg.allow)
+        curve = cfg.load_keys()
+        if curve is not None:
+            public, secret, allowed = curve
             self._auth = ThreadAuthenticator(ctx, log=logging.getLogger("omni_errors.lifecycle.remote.zap"))
             self._auth.start()
             self._auth.configure_curve_callback(_ZAP_DOMAIN, _AllowList(allowed, self.stats))
