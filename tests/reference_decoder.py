@@ -106,10 +106,11 @@ def reseal(body: bytes) -> bytes:
     return body + struct.pack("<I", crc32c(body))
 
 
-def encode(record: dict[str, Any]) -> bytes:
+def encode(record: dict[str, Any], *, minor: int = 0) -> bytes:
     """Encodes a record dict exactly as the specification says, with no validation or sanitizing.
 
-    Tests use it to build frames the Rust encoder refuses to write (raw secrets, bad invariants).
+    Tests use it to build frames the Rust encoder refuses to write (raw secrets, bad invariants),
+    and frames of another minor version (`minor`: a peer older or newer than this library).
     """
     flags = (
         (0x01 if record["category"] == "server" else 0)
@@ -125,5 +126,5 @@ def encode(record: dict[str, Any]) -> bytes:
             raw = value.encode("utf-8")
             body += struct.pack("<H", len(raw)) + raw
     frame_len = 16 + len(body) + 4
-    header = HEADER.pack(b"OE", 1, 0, frame_len, record["status_code"], flags, 0, record.get("stage_id") or 0, 0)
+    header = HEADER.pack(b"OE", 1, minor, frame_len, record["status_code"], flags, 0, record.get("stage_id") or 0, 0)
     return reseal(header + bytes(body))

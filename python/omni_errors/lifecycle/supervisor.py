@@ -157,11 +157,11 @@ class Supervisor:
         stopped.cancel()
         if all_ready in done and not all_ready.exception() and self._move(State.RUNNING):
             return
+        late = [i for i, ready in enumerate(self._ready) if not ready.done()]
         all_ready.cancel()
         with contextlib.suppress(BaseException):
             await all_ready
-        if self._state.live:
-            late = [i for i, ready in enumerate(self._ready) if not ready.done()]
+        if self._state.live and late:
             reason = f"stage {late[0]} did not start within {self.config.startup_timeout:g}s"
             self._die(lifecycle_error("dead", reason, stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()

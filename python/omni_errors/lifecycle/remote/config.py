@@ -58,6 +58,13 @@ def _check_deadlines(heartbeat_interval: float, timeout: float) -> None:
         )
 
 
+def _check_bounds(hwm: int, max_message: int) -> None:
+    # libzmq stalls a pipe whose high-water mark is below a handful of messages (its low-water
+    # mark rounds to zero), so a tiny HWM would hang the link instead of bounding it.
+    if hwm < 16 or max_message < 4096:
+        raise LinkConfigError(f"link hwm {hwm} must be >= 16 messages and max_message {max_message} >= 4096 bytes")
+
+
 @dataclass(frozen=True)
 class LinkConfig:
     """The supervisor's side: where it listens, its CURVE secret key, the stages' allowed keys.
@@ -94,8 +101,7 @@ class LinkConfig:
                 "a link needs the server's secret key and at least one allowed stage key "
                 "(create them with `omni-errors keys`), or plaintext on loopback"
             )
-        if self.hwm < 1 or self.max_message < 4096:
-            raise LinkConfigError(f"link hwm {self.hwm} must be >= 1 and max_message {self.max_message} >= 4096")
+        _check_bounds(self.hwm, self.max_message)
 
     def load_keys(self) -> tuple[bytes, bytes, frozenset[bytes]] | None:
         """(public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
@@ -134,6 +140,7 @@ class StageConnectConfig:
             )
         if self.connect_timeout <= 0:
             raise LinkConfigError(f"connect timeout {self.connect_timeout}s must be > 0")
+        _check_bounds(self.hwm, self.max_message)
 
     def load_keys(self) -> tuple[bytes, bytes, bytes] | None:
         """(server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""

@@ -73,14 +73,14 @@ def _read(path: Path, what: str) -> tuple[bytes, bytes | None]:
 
 def load_secret(path: Path) -> tuple[bytes, bytes]:
     """(public, secret) Z85 keys from a `.key_secret` file that only its owner can read."""
-    mode = path.stat().st_mode if path.exists() else 0
+    public, secret = _read(path, "secret key")
+    if secret is None:
+        raise KeyFileError(f"{path} holds no secret key: pass the .key_secret file, not the public .key")
+    mode = path.stat().st_mode
     if mode & 0o077:
         raise KeyFileError(
             f"secret key {path} is readable by others (mode {stat.S_IMODE(mode):04o}); run `chmod 600 {path}`"
         )
-    public, secret = _read(path, "secret key")
-    if secret is None:
-        raise KeyFileError(f"{path} holds no secret key: pass the .key_secret file, not the public .key")
     return public, secret
 
 
