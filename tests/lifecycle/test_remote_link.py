@@ -95,7 +95,7 @@ def test_deadlines_are_checked() -> None:
     with pytest.raises(LinkConfigError, match="at least 3 heartbeat intervals"):
         LinkConfig("tcp://127.0.0.1:1", plaintext=True, heartbeat_interval=1.0, timeout=2.0)
     with pytest.raises(LinkConfigError, match="must be >= timeout"):
-        LinkConfig("tcp://127.0.0.1:1", plaintext=True, timeout=10.0)
+        LinkConfig("tcp://127.0.0.1:1", plaintext=True, timeout=20.0)
 
 
 def test_generated_key_files(tmp_path: Path) -> None:

@@ -66,13 +66,17 @@ class StageSpec:
     name: str = ""
     emit: bool = True
 
-    def build(self) -> StageEngine:
+    def resolve(self) -> Callable[..., StageEngine]:
+        """The engine factory, importing its module if it is named by string."""
         factory = self.engine
         if isinstance(factory, str):
             # A string keeps the supervisor from importing the engine's module (torch, seconds).
             module, _, name = factory.partition(":")
             factory = getattr(importlib.import_module(module), name)
-        return factory(**dict(self.kwargs))
+        return factory
+
+    def build(self) -> StageEngine:
+        return self.resolve()(**dict(self.kwargs))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,12 @@ Output = tuple[str, Any, bool]
 
 
 class LinkFullError(Exception):
-    """The link's send queue is at its high-water mark: the request is refused (503), not queued."""
+    """The link cannot take the request now: its queue is at the high-water mark, or (`unreachable`)
+    the remote stage's connection is down. The request is refused (503), never queued unbounded."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 class LinkPayloadError(TypeError):

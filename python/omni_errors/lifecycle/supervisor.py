@@ -188,7 +188,7 @@ class Supervisor:
             self._links[0].add(request_id, payload)
         except LinkFullError as exc:
             logger.warning("refusing request %s: %s", request_id, exc)
-            raise self._error_factory(_overloaded(0, request_id)) from None
+            raise self._error_factory(_overloaded(0, request_id, exc)) from None
         except LinkPayloadError as exc:
             logger.error("refusing request %s: %s", request_id, exc)
             raise self._error_factory(_unpassable(0, request_id)) from None
@@ -289,7 +289,7 @@ class Supervisor:
                 self._links[stage + 1].add(request_id, payload)
             except LinkFullError as exc:
                 logger.warning("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
-                self._requests.fail(request_id, _overloaded(stage + 1, request_id))
+                self._requests.fail(request_id, _overloaded(stage + 1, request_id, exc))
             except LinkPayloadError as exc:
                 logger.error("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
                 self._requests.fail(request_id, _unpassable(stage + 1, request_id))
@@ -453,12 +453,12 @@ def _shutting_down() -> OmniErrorDetails:
     return lifecycle_error("unavailable", "The server is shutting down", stage_id=None)
 
 
-def _overloaded(stage_id: int | None, request_id: str) -> OmniErrorDetails:
-    """503: a bounded queue is full (the in-flight limit, or a link's high-water mark)."""
+def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None = None) -> OmniErrorDetails:
+    """503: a bounded queue is full (the in-flight limit, a link's high-water mark), or the remote
+    stage's connection is down (its deadline then decides whether the stage is lost)."""
     what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
-    return lifecycle_error(
-        "unavailable", f"{what} is at capacity; retry later", stage_id=stage_id, request_id=request_id
-    )
+    state = "unreachable" if exc is not None and exc.unreachable else "at capacity"
+    return lifecycle_error("unavailable", f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
 
 
 def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:

@@ -93,7 +93,7 @@ def link_config(args: argparse.Namespace) -> LinkConfig | None:
         plaintext=args.link_plaintext,
         heartbeat_interval=args.link_heartbeat,
         timeout=args.link_timeout,
-        stage_timeout=max(5.0, 2 * args.link_timeout),
+        stage_timeout=max(15.0, 2 * args.link_timeout),
     )
 
 

@@ -376,6 +376,13 @@ def run_remote_stage(stage_id: int, name: str, engine: str, cfg: StageConnectCon
 
     `engine` is "module:Name", chosen here (the server sends only the engine's plain-data
     arguments). Returns the exit code: 82 when the stage cannot join."""
+    try:
+        # Import first, join after: loading a native library (libtorch: seconds) holds the GIL, and
+        # the link thread could not answer heartbeats meanwhile. A failure here is reported over
+        # the link when the engine is built, so the server still learns the root cause.
+        StageSpec(engine).resolve()
+    except Exception:
+        logger.exception("stage %d (%s): importing %s failed", stage_id, name, engine)
     hello = Hello(
         stage_id=stage_id,
         name=name,

@@ -79,7 +79,9 @@ class LinkConfig:
     heartbeat_interval: float = 0.25  # both ways
     timeout: float = 1.5  # a READY stage silent this long is gone (detected <= timeout + watchdog interval)
     join_timeout: float = 60.0  # ... before READY: imports and compiles may hold the GIL for seconds
-    stage_timeout: float = 5.0  # a stage that hears nothing from us this long ends itself (exit 83)
+    stage_timeout: float = 15.0  # a stage that hears nothing from us this long ends itself (exit 83);
+    # long, because the API process's loop can stall for seconds (an import holding the GIL) and a
+    # stage that leaves a live server kills its pipeline; ending an orphaned stage is not urgent
     hwm: int = 1000  # messages queued per peer and direction (ZMQ high-water mark); then 503
     max_message: int = 16 << 20  # a larger message drops the connection (libzmq's ZMQ_MAXMSGSIZE)
     linger: float = 1.0  # on close, how long queued messages may still go out

@@ -4,8 +4,9 @@
 authenticator thread: a peer whose key is not allowed never completes the handshake, so not one
 of its frames reaches this socket) and hands each message to the `RemoteStageLink` whose session
 it belongs to. The socket is read on the asyncio loop in bounded batches, so a flood cannot
-starve the HTTP server or the watchdog. Sends never block: at the high-water mark `add` raises
-LinkFullError (the request gets 503). docs/remote.md describes the sessions and deadlines.
+starve the HTTP server or the watchdog. Sends never block: at the high-water mark, or while the
+stage's connection is down, `add` raises LinkFullError (the request gets 503). docs/remote.md
+describes the sessions and deadlines.
 """
 
 from __future__ import annotations
@@ -158,22 +159,22 @@ class LinkServer:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def send(self, routing: bytes, frames: Sequence[bytes]) -> bool:
-        """Queue one message for `routing`; False when its queue is full or the peer is gone."""
+    def send(self, routing: bytes, frames: Sequence[bytes]) -> str | None:
+        """Queue one message for `routing`: None once queued, else why not ("full", "unreachable")."""
         sock = self._sock
         if sock is None:
-            return False
+            return "unreachable"
         try:
             sock.send_multipart([routing, *frames], zmq.NOBLOCK)
         except zmq.Again:
-            return False
+            return "full"
         except zmq.ZMQError as exc:
             if exc.errno != zmq.EHOSTUNREACH:
                 raise
-            return False  # not connected right now (it may reconnect within its deadline)
+            return "unreachable"  # not connected right now (it may reconnect within its deadline)
         finally:
             self._after_io()
-        return True
+        return None
 
     def forget(self, routing: bytes) -> None:
         self._by_routing.pop(routing, None)
@@ -286,7 +287,10 @@ class RemoteStageLink:
         self._recv = SeqCheck()
         self._send_seq = 0
         self._heard = 0.0  # time.monotonic() of the last message from the stage
-        self._acked = 0.0  # our send time of the newest heartbeat the stage has echoed
+        # Send times of our heartbeats the stage has not echoed yet (sent or not: a heartbeat we could
+        # not send is owed all the same). The oldest one's age is the link's round-trip age: a loop
+        # that stalled here (a long import holding the GIL) sent nothing, so it owes nothing.
+        self._unanswered: collections.deque[float] = collections.deque()
         self._beat_sent = 0.0
         self._beat_age = 0.0  # the age of the stage loop's last turn, as its last heartbeat said
         self._beat_at: float | None = None
@@ -316,7 +320,7 @@ class RemoteStageLink:
     def join(self, routing: bytes, hello: Hello) -> None:
         self._routing, self._hello, self._status = routing, hello, _JOINED
         self._recv.accept(0)  # the HELLO
-        self._heard = self._acked = self._beat_sent = time.monotonic()
+        self._heard = self._beat_sent = time.monotonic()
         lc = self._server.lifecycle
         welcome = Welcome(
             session=hello.session,
@@ -346,8 +350,11 @@ class RemoteStageLink:
             body = pack([request_id, payload])
         except (TypeError, ValueError) as exc:
             raise LinkPayloadError(f"a payload for remote stage {self.stage_id} is not msgpack data: {exc}") from None
-        if not self._send(Kind.ADD, [body]):
-            raise LinkFullError(f"the link to stage {self.stage_id} is full or down ({self._cfg.hwm} messages)")
+        failed = self._send(Kind.ADD, [body])
+        if failed == "full":
+            raise LinkFullError(f"the link to stage {self.stage_id} holds {self._cfg.hwm} unsent messages")
+        if failed is not None:
+            raise LinkFullError(f"remote stage {self.stage_id} is not connected", unreachable=True)
 
     def abort(self, request_id: str) -> None:
         self._send(Kind.ABORT, [request_id.encode()])
@@ -355,13 +362,14 @@ class RemoteStageLink:
     def shutdown(self) -> None:
         self._send(Kind.SHUTDOWN)
 
-    def _send(self, kind: Kind, parts: Sequence[bytes] = ()) -> bool:
+    def _send(self, kind: Kind, parts: Sequence[bytes] = ()) -> str | None:
+        """None once queued (the sequence number is then spent), else why not."""
         if self._status != _JOINED:
-            return False
-        if not self._server.send(self._routing, [header(kind, self._send_seq), *parts]):
-            return False
-        self._send_seq += 1
-        return True
+            return "unreachable"
+        failed = self._server.send(self._routing, [header(kind, self._send_seq), *parts])
+        if failed is None:
+            self._send_seq += 1
+        return failed
 
     # -- liveness ---------------------------------------------------------------------------
 
@@ -372,12 +380,13 @@ class RemoteStageLink:
         if self._status != _JOINED:
             return
         self._server.drain()  # read what arrived first: a busy loop must not look like a silent stage
-        if self._ready and now - self._acked > self._cfg.timeout:
+        owed = now - self._unanswered[0] if self._unanswered else 0.0
+        if self._ready and owed > self._cfg.timeout:
             # The round trip, not mere silence: a link whose backlog or latency exceeds the deadline
             # is as useless as a cut one, and a frozen peer echoes nothing either.
             self._end(
                 ExitCode.LINK_LOST,
-                f"remote stage {self.stage_id} has not answered a heartbeat for {now - self._acked:.2f}s "
+                f"remote stage {self.stage_id} has not answered a heartbeat for {owed:.2f}s "
                 f"(deadline {self._cfg.timeout:g}s)",
             )
             return
@@ -387,8 +396,11 @@ class RemoteStageLink:
                 ExitCode.LINK_LOST, f"remote stage {self.stage_id}: nothing heard for {silent:.2f}s while starting"
             )
             return
-        if now - self._beat_sent >= self._cfg.heartbeat_interval and self._send(Kind.HEARTBEAT, [_STAMP.pack(now)]):
+        if now - self._beat_sent >= self._cfg.heartbeat_interval:
             self._beat_sent = now
+            if self._ready:
+                self._unanswered.append(now)
+            self._send(Kind.HEARTBEAT, [_STAMP.pack(now)])
 
     def terminate(self) -> None:
         self.shutdown()
@@ -422,7 +434,8 @@ class RemoteStageLink:
         if kind == Kind.HEARTBEAT:
             self._beat_age, echo = _BEAT.unpack(parts[0].buffer)
             self._beat_at = self._heard
-            self._acked = max(self._acked, echo)
+            while self._unanswered and self._unanswered[0] <= echo:
+                self._unanswered.popleft()
         elif kind == Kind.REQUEST_ERROR:
             for part in parts:  # decoded from the zmq.Frame's own buffer: no copy
                 listener.on_request_error(self, omni_errors.decode(part.buffer))
@@ -432,7 +445,7 @@ class RemoteStageLink:
         elif kind == Kind.READY:
             self._ready = True
             # The engine is built: its loop turns from now on, and the round-trip deadline starts now.
-            self._beat_age, self._beat_at, self._acked = 0.0, self._heard, self._heard
+            self._beat_age, self._beat_at = 0.0, self._heard
             listener.on_ready(self)
         elif kind == Kind.FAILED:
             traceback = parts[1].bytes.decode("utf-8", "replace")

@@ -10,17 +10,23 @@ the pid in its name and removed by the next session. Needs root (CI runs as root
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import psutil
 
-__all__ = ["NetPair", "NetnsSetupError"]
+__all__ = ["NetPair", "NetnsSetupError", "call_in"]
 
 PREFIX = "omni-t"
+CLONE_NEWNET = 0x40000000
+T = TypeVar("T")
 
 
 class NetnsSetupError(RuntimeError):
@@ -60,6 +66,32 @@ def _kill_inside(ns: str) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return pids
+
+
+def call_in(ns: str, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on a thread that has entered namespace `ns`: the sockets it (and the threads it
+    starts) opens live there. A namespace is per thread on Linux, so this process stays put."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns into {ns}")
+            out["value"] = fn(*args)
+        except BaseException as exc:
+            out["error"] = exc
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=run, name=f"in-{ns}")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    result: T = out["value"]
+    return result
 
 
 @dataclass
