@@ -9,7 +9,7 @@ CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean
+.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean netns-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,8 +36,15 @@ test: build lint test-rust test-python ## every check CI runs: lints, Rust tests
 test-rust: ## cargo tests of the pure-Rust core (no interpreter needed)
 	$(CARGO) test --no-default-features --quiet
 
-test-python: build ## the pytest suite
+test-python: build netns-deps ## the pytest suite
 	$(BIN)/python -m pytest
+
+# The remote-stage tests build network namespaces (root only; they skip without root). As root,
+# install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
+netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nftables) if missing
+	@if [ "$$(id -u)" = 0 ] && ! { command -v nft && command -v tc && command -v ip; } >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			iproute2 nftables; fi
 
 lint: setup ## rustfmt, clippy, ruff, mypy
 	$(CARGO) fmt --all -- --check

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import omni_errors
-from omni_errors.lifecycle import LifecycleConfig, StageOutput, StageSpec, Supervisor
+from omni_errors.lifecycle import LifecycleConfig, StageOutput, StageRequestError, StageSpec, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.client import ZmqWorkerLink
@@ -120,7 +120,12 @@ class _Timed(Supervisor):
 
 
 async def role_detect(cfg: dict[str, Any]) -> None:
-    sup = _Timed([RemoteStageSpec("echo", {"tokens": 100_000})], LifecycleConfig(startup_timeout=60), link=_link(cfg))
+    sup = _Timed(
+        [RemoteStageSpec("echo", {"tokens": 100_000})],
+        LifecycleConfig(startup_timeout=60),
+        link=_link(cfg),
+        error_factory=StageRequestError,  # the default rebuilds vLLM's exceptions: a 30 s import
+    )
     await sup.start()
     answered: list[float] = []
 
@@ -173,7 +178,7 @@ async def role_sink(cfg: dict[str, Any]) -> None:
     count = _Count()
     await link.open(count)
     await count.ready.wait()
-    total = cfg["frames"]
+    total = cfg["frames"] // cfg["batch"] * cfg["batch"]
     while count.frames < total:
         link.poll(time.monotonic())  # heartbeats flow as in a supervisor
         await asyncio.sleep(0.05)
@@ -209,13 +214,16 @@ async def role_idle(cfg: dict[str, Any]) -> None:
 
 
 def role_idle_stages(cfg: dict[str, Any]) -> None:
-    """`links` idle remote stages in one process: joined, READY, heartbeating; CPU over `seconds`."""
+    """`links` idle remote stages in one process: joined, READY, heartbeating; CPU over `seconds`
+    (measured here, after joining: the imports and handshakes are not idle time)."""
     links = []
     for i in range(cfg["links"]):
         link, _ = ZmqWorkerLink.join(_connect(cfg), Hello(i, f"s{i}", secrets.token_hex(8)))
         link.ready()
         links.append(link)
-    time.sleep(2.0 + cfg["seconds"] + 1.0)
+    time.sleep(2.0)
+    _emit(cpu=_cpu_of(os.getpid(), cfg["seconds"] - 1.0) / len(links))
+    time.sleep(2.0)
     for link in links:
         link.close(0)
 
@@ -389,13 +397,10 @@ def idle(hosts: Hosts, base: dict[str, Any], links: int, seconds: float, *, loca
     cfg = {**base, "endpoint": f"tcp://{hosts.addr}:{_port()}", "links": links, "seconds": seconds, "local": local}
     sup = _start(hosts, "server", "idle", cfg)
     stages = None if local else _start(hosts, "stage", "idle-stages", cfg)
-    stage_cpu = None
-    if stages is not None:
-        time.sleep(2.5)
-        stage_cpu = _cpu_of(stages.pid, seconds - 1.0) / links
     got = _line(sup)
+    if stages is not None:
+        got["stage_cpu"] = _line(stages)["cpu"]
     _end(sup, *([stages] if stages else []))
-    got["stage_cpu"] = got["stage_cpu"] if local else stage_cpu
     return got
 
 
@@ -412,6 +417,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=5, help="repetitions of each detection case")
     p.add_argument("--frames", type=int, default=200_000, help="error frames per throughput run")
     p.add_argument("--idle", type=float, default=20.0, help="seconds of idle link for the CPU figures")
+    p.add_argument("--only", default="detection,throughput,heartbeat,memory", help="comma-separated sections to run")
     args = p.parse_args()
     if args.role:
         role = ROLES[args.role]
@@ -428,12 +434,13 @@ def main() -> None:
     where = "two network namespaces (veth, link-local)" if hosts.net else "loopback (not root: no namespaces)"
     print(f"remote link, CURVE, {where}; python {sys.version.split()[0]}, {os.cpu_count()} cores\n", flush=True)
     try:
-        for fault in ("sigkill", "sigstop", "link_down"):
+        sections = set(args.only.split(","))
+        for fault in ("sigkill", "sigstop", "link_down") if "detection" in sections else ():
             if fault == "link_down" and hosts.net is None:
                 continue
             det, ans = detection(hosts, base, fault, args.runs)
             print(f"detection {fault:9}: stop -> lost {_ms(det)}; lost -> 20 in flight answered {_ms(ans)}", flush=True)
-        for batch in (1, 16, 256):
+        for batch in (1, 16, 256) if "throughput" in sections else ():
             frames = args.frames if batch > 1 else args.frames // 4  # one message per frame: slower
             curve = throughput(hosts, base, batch, frames, loopback=False)
             plain = throughput(hosts, {**base, "plaintext": True}, batch, frames, loopback=True)
@@ -443,21 +450,23 @@ def main() -> None:
                 f"{plain / 1e3:6.1f} k/s, local pipe {pipe / 1e3:6.1f} k/s",
                 flush=True,
             )
-        remote = idle(hosts, base, 1, args.idle)
-        local = idle(hosts, base, 1, args.idle, local=True)
-        print(
-            f"heartbeat idle CPU: supervisor with 1 remote stage {remote['cpu'] * 100:.2f} % of a core, the remote "
-            f"stage {remote['stage_cpu'] * 100:.2f} %; baseline, 1 local stage: supervisor {local['cpu'] * 100:.2f} %, "
-            f"stage {local['stage_cpu'] * 100:.2f} %",
-            flush=True,
-        )
-        rss = {n: idle(hosts, base, n, 3.0)["rss"] for n in (1, 8, 32)}
-        per_link = (rss[32] - rss[1]) / 31
-        print(
-            f"idle memory: supervisor RSS {rss[1] / 2**20:.1f} / {rss[8] / 2**20:.1f} / {rss[32] / 2**20:.1f} MiB "
-            f"with 1 / 8 / 32 links: {per_link / 1024:.0f} KiB per idle link",
-            flush=True,
-        )
+        if "heartbeat" in sections:
+            remote = idle(hosts, base, 1, args.idle)
+            local = idle(hosts, base, 1, args.idle, local=True)
+            print(
+                f"heartbeat idle CPU: supervisor with 1 remote stage {remote['cpu'] * 100:.2f} % of a core, "
+                f"the remote stage {remote['stage_cpu'] * 100:.2f} %; baseline, 1 local stage: "
+                f"supervisor {local['cpu'] * 100:.2f} %, stage {local['stage_cpu'] * 100:.2f} %",
+                flush=True,
+            )
+        if "memory" in sections:
+            rss = {n: idle(hosts, base, n, 3.0)["rss"] for n in (1, 8, 32)}
+            per_link = (rss[32] - rss[1]) / 31
+            print(
+                f"idle memory: supervisor RSS {rss[1] / 2**20:.1f} / {rss[8] / 2**20:.1f} / {rss[32] / 2**20:.1f} MiB "
+                f"with 1 / 8 / 32 links: {per_link / 1024:.0f} KiB per idle link",
+                flush=True,
+            )
     finally:
         hosts.close()
 

@@ -32,6 +32,7 @@ class Relay:
         self._open.set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.forwarded = {"up": 0, "down": 0}  # bytes delivered towards the target / back
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, *self.listen)
@@ -72,13 +73,13 @@ class Relay:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-        pumps = [self._pump(reader, up_writer), self._pump(up_reader, writer)]
+        pumps = [self._pump(reader, up_writer, "up"), self._pump(up_reader, writer, "down")]
         for pump in pumps:
             task = asyncio.ensure_future(pump)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(_QUEUE)
 
@@ -91,6 +92,7 @@ class Relay:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 await self._open.wait()
                 writer.write(data)
+                self.forwarded[direction] += len(data)
                 await writer.drain()
 
         sender = asyncio.ensure_future(deliver())

@@ -10,13 +10,15 @@ kill is SIGKILL or abandoning the session (the remote stage's own deadline then 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 from omni_errors.lifecycle.links import StageLink
 
-__all__ = ["StopPlan"]
+__all__ = ["StopPlan", "emergency_stop"]
 
 logger = logging.getLogger("omni_errors.lifecycle.stopping")
 
@@ -65,3 +67,29 @@ class StopPlan:
     def run_blocking(self) -> None:
         while self.step(time.monotonic()):
             time.sleep(_POLL)
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class _Unlinkable(Protocol):
+    def unlink(self) -> None: ...
+
+
+def emergency_stop(
+    links: Sequence[StageLink], board: _Unlinkable | None, server: _Closable | None, grace: float
+) -> None:
+    """Interpreter exit without `Supervisor.shutdown()` (a multiprocessing finalizer): the same
+    plan, blocking, before multiprocessing joins its children (it would wait forever for a hung
+    stage); then the links, the link server and the shm segment are released."""
+    with contextlib.suppress(Exception):
+        StopPlan(links, grace).run_blocking()
+    for link in links:
+        with contextlib.suppress(Exception):
+            link.close()
+    if server is not None:
+        with contextlib.suppress(Exception):
+            server.close()
+    if board is not None:
+        board.unlink()

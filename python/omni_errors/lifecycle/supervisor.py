@@ -6,8 +6,9 @@ link); the supervisor treats both alike. Everything runs on the asyncio loop: th
 deadlines, heartbeats and link deadlines. On any fatal event `_die` answers every in-flight
 request with the canonical error (stage id kept), stops every stage through the one kill path
 (`stopping.StopPlan`), releases the shared memory and sockets and marks the supervisor dead; the
-API process then exits with `exit_code` through normal interpreter shutdown. States and their
-moves are in `state.py`; the request table in `requests.py`.
+API process then exits with `exit_code` through normal interpreter shutdown. Around it: the
+states and their moves (`state.py`), the request table (`requests.py`), the links and what they
+share (`stageset.py`), the periodic checks (`watchdog.py`) and the kill path (`stopping.py`).
 """
 
 from __future__ import annotations
@@ -15,30 +16,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
 import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from multiprocessing.util import Finalize
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
 from omni_errors.lifecycle.api import Health, LifecycleConfig, StageResult, StageStartupError, default_error_factory
-from omni_errors.lifecycle.channels import StatusBoard
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
 from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
-from omni_errors.lifecycle.local import LocalStageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
+from omni_errors.lifecycle.stageset import StageSet
 from omni_errors.lifecycle.state import State, transition
 from omni_errors.lifecycle.stopping import StopPlan
+from omni_errors.lifecycle.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
-    from omni_errors.lifecycle.remote.server import LinkServer, LinkStats
+    from omni_errors.lifecycle.remote.server import LinkStats
 
 __all__ = ["Supervisor"]
 
@@ -59,18 +58,13 @@ class Supervisor:
     ) -> None:
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
-        if link is None and any(isinstance(s, RemoteStageSpec) for s in stages):
-            raise ValueError("remote stages need a link: Supervisor(..., link=LinkConfig(...))")
         self.config = config or LifecycleConfig()
-        self._specs = list(stages)
-        self._link_config = link
+        self._stages = StageSet(stages, self.config, link)
+        self._links = self._stages.links
         self._error_factory = error_factory
-        self._links: list[StageLink] = []
-        self._emit: list[bool] = [spec.emit for spec in self._specs]
+        self._emit: list[bool] = [spec.emit for spec in stages]
         self._ready: list[asyncio.Future[None]] = []
         self._requests = Requests()
-        self._board: StatusBoard | None = None
-        self._server: LinkServer | None = None
         self._state = State.NEW
         self._dead_error: OmniErrorDetails | None = None
         self._dead_reason: str | None = None
@@ -83,9 +77,7 @@ class Supervisor:
         self._signals: AsyncSignalHandlers | None = None
         self._signals_seen = 0
         self._signal_task: asyncio.Future[None] | None = None
-        self._finalizer: Finalize | None = None
         self._dead_callbacks: list[Callable[[], None]] = []
-        self._hung: dict[int, float] = {}  # stage id -> when its heartbeat was first found missing
 
     # -- public API ------------------------------------------------------------------------
 
@@ -109,11 +101,11 @@ class Supervisor:
 
     @property
     def shm_names(self) -> list[str]:
-        return [self._board.name] if self._board is not None else []
+        return self._stages.shm_names
 
     def link_stats(self) -> LinkStats | None:
         """What the remote link received and refused (None without remote stages)."""
-        return self._server.stats if self._server is not None else None
+        return self._stages.link_stats
 
     def counters(self) -> dict[str, int]:
         """`answered`: terminal answers given (each request gets exactly one); `late`: reports that
@@ -142,7 +134,9 @@ class Supervisor:
         self._loop = asyncio.get_running_loop()
         self._move(State.STARTING)
         try:
-            await self._open_links()
+            for _ in self._stages.specs:
+                self._ready.append(self._loop.create_future())
+            await self._stages.open(self, self)
         except BaseException:
             reason = "the pipeline could not start its stages"
             self._die(lifecycle_error("dead", reason, stage_id=None), ExitCode.STARTUP_FAILURE, reason)
@@ -308,72 +302,14 @@ class Supervisor:
         record = details or lifecycle_error("dead", reason, stage_id=link.stage_id)
         self._die(record, code, None if details else reason)
 
-    # -- stages and links ------------------------------------------------------------------
-
-    async def _open_links(self) -> None:
-        loop = self._loop
-        assert loop is not None
-        worker = self.config.worker()
-        if any(isinstance(s, StageSpec) for s in self._specs):
-            self._board = StatusBoard.create(len(self._specs), self.config.shm_prefix)
-        if self._link_config is not None and any(isinstance(s, RemoteStageSpec) for s in self._specs):
-            from omni_errors.lifecycle.remote.server import LinkServer
-
-            self._server = LinkServer(self._link_config, self.config)
-            self._server.start()
-        self._finalizer = Finalize(
-            self,
-            _emergency_stop,
-            args=(self._links, self._board, self._server, self.config.stop_timeout),
-            exitpriority=100,
-        )
-        ctx = multiprocessing.get_context("spawn")
-        for stage_id, spec in enumerate(self._specs):
-            link: StageLink
-            if isinstance(spec, StageSpec):
-                assert self._board is not None
-                link = LocalStageLink(stage_id, spec, ctx, self._board, worker)
-            else:
-                assert self._server is not None
-                link = self._server.expect(stage_id, spec)
-            self._links.append(link)
-            self._ready.append(loop.create_future())
-            await link.open(self)
+    # -- the watchdog ----------------------------------------------------------------------
 
     async def _watch(self) -> None:
         assert self._loop is not None
+        watchdog = Watchdog(self.config, self._links, self._requests, self._die)
         while self._state.live:
             await asyncio.sleep(self.config.watchdog_interval)
-            for rid, stage in self._requests.expired(self._loop.time()):
-                timed_out = lifecycle_error("timeout", f"Request timed out in stage {stage}", stage_id=stage)
-                if self._requests.fail(rid, timed_out):
-                    self._links[stage].abort(rid)
-            now = time.monotonic()
-            for link in self._links:
-                link.poll(now)  # may report a missed link deadline: _die, and the loop ends
-            if self._state in (State.RUNNING, State.DRAINING):
-                self._check_progress(now)
-
-    def _check_progress(self, now: float) -> None:
-        cfg = self.config
-        for link in self._links:
-            age = link.progress_age(now)
-            hung_since = self._hung.get(link.stage_id)
-            if age <= cfg.heartbeat_timeout:
-                if hung_since is not None:
-                    logger.warning("stage %d is answering again", link.stage_id)
-                    del self._hung[link.stage_id]
-                continue
-            if hung_since is None:
-                self._hung[link.stage_id] = now
-                logger.error("stage %d: no heartbeat for %.1fs; failing its requests with 504", link.stage_id, age)
-                silent = lifecycle_error("timeout", f"Stage {link.stage_id} stopped responding", stage_id=link.stage_id)
-                for rid in self._requests.at_stage(link.stage_id):
-                    self._requests.fail(rid, silent)
-            elif now - hung_since > cfg.hang_grace:
-                reason = f"stage {link.stage_id} stopped responding"
-                self._die(lifecycle_error("dead", reason, stage_id=link.stage_id), ExitCode.STAGE_HUNG, reason)
-                return
+            watchdog.tick(self._loop.time(), serving=self._state in (State.RUNNING, State.DRAINING))
 
     # -- failing and stopping --------------------------------------------------------------
 
@@ -429,14 +365,7 @@ class Supervisor:
             self._release()
 
     def _release(self) -> None:
-        for link in self._links:
-            link.close()
-        if self._server is not None:
-            self._server.close()
-        if self._board is not None:
-            self._board.unlink()
-        if self._finalizer is not None:
-            self._finalizer.cancel()
+        self._stages.release()
         if self._watchdog is not None:
             self._watchdog.cancel()
         self.remove_signal_handlers()
@@ -465,17 +394,3 @@ def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:
     """500: an output that the next stage's link cannot carry (a pipeline defect, not the client's)."""
     message = f"The request could not be passed to stage {stage_id}"
     return OmniErrorDetails(message, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id)
-
-
-def _emergency_stop(links: list[StageLink], board: StatusBoard | None, server: LinkServer | None, grace: float) -> None:
-    """Interpreter exit without `shutdown()`: the same kill path, blocking, before multiprocessing
-    joins its children (which would wait forever for a hung stage)."""
-    with contextlib.suppress(Exception):
-        StopPlan(links, grace).run_blocking()
-    for link in links:
-        with contextlib.suppress(Exception):
-            link.close()
-    if server is not None:
-        server.close()
-    if board is not None:
-        board.unlink()

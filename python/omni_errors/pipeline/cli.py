@@ -61,6 +61,17 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote.config import LinkConfigError
+    from omni_errors.pipeline.remote import USAGE, link_config
+
+    try:  # before anything heavy is imported: a wrong flag or key file is said at once
+        link = link_config(args)
+        if link is not None:
+            link.load_keys()
+    except LinkConfigError as exc:
+        sys.stderr.write(f"omni-errors serve: {exc}\n")
+        return USAGE
+
     import asyncio
 
     from omni_errors.lifecycle import LifecycleConfig
@@ -72,16 +83,6 @@ def _run_serve(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from omni_errors.lifecycle.remote.config import LinkConfigError
-    from omni_errors.pipeline.remote import USAGE, link_config
-
-    try:
-        link = link_config(args)
-        if link is not None:
-            link.load_keys()  # a wrong key file is a usage error, said before anything starts
-    except LinkConfigError as exc:
-        sys.stderr.write(f"omni-errors serve: {exc}\n")
-        return USAGE
     cfg = ServeConfig(
         host=args.host,
         port=args.port,

@@ -44,6 +44,7 @@ from omni_errors.lifecycle.remote.protocol import (
     header,
     pack,
     parse_header,
+    recv_frames,
     unpack,
 )
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
@@ -129,16 +130,22 @@ class _IoThread(threading.Thread):
         dealer, pair, monitor = self._sockets()
         self._queue([header(Kind.HELLO), self._hello.encode()])
         poller = zmq.Poller()
+        poller.register(monitor, zmq.POLLIN)
+        flags: dict[zmq.Socket[Any], int] = {}
         try:
             while True:
                 now = time.monotonic()
-                poller.register(dealer, zmq.POLLIN | (zmq.POLLOUT if self._out else 0))
+                full = len(self._out) >= self._cfg.hwm
                 # Stop reading the main thread at the high-water mark (backpressure), unless the
                 # link is gone: then read and drop, so the main thread never blocks on a send.
-                poller.register(pair, zmq.POLLIN if self._lost or len(self._out) < self._cfg.hwm else 0)
-                poller.register(monitor, zmq.POLLIN)
-                wait = self._next_beat - now if self._welcome is not None else 0.1
-                events = dict(poller.poll(max(1, int(min(wait, 0.1) * 1000))))
+                for sock, want in (
+                    (dealer, zmq.POLLIN | (zmq.POLLOUT if self._out else 0)),
+                    (pair, zmq.POLLIN if self._lost or not full else 0),
+                ):
+                    if flags.get(sock) != want:
+                        poller.register(sock, want)
+                        flags[sock] = want
+                events = dict(poller.poll(self._wait_ms(now, full)))
                 now = time.monotonic()
                 if events.get(monitor):
                     self._on_monitor(recv_monitor_message(monitor))
@@ -155,10 +162,22 @@ class _IoThread(threading.Thread):
             monitor.close(0)
             pair.close(0)
 
+    def _wait_ms(self, now: float, full: bool) -> int:
+        """Sleep until the next heartbeat is due (an idle link wakes 4 times a second, not more)."""
+        if self._welcome is None:
+            wait = 0.1  # joining: watch for the WELCOME and for handshake failures
+        elif self._to_main or self._closing:
+            wait = 0.01  # the main thread has not taken everything yet / the last messages are leaving
+        elif full or self._lost:
+            wait = 0.25  # a heartbeat could not be queued anyway; POLLOUT wakes us when it can
+        else:
+            wait = self._next_beat - now
+        return max(1, int(min(wait, 0.25) * 1000))
+
     def _drain(self, sock: zmq.Socket[Any], now: float, handle: Any) -> None:
         for _ in range(_BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_frames(sock, zmq.NOBLOCK)
             except zmq.Again:
                 return
             handle(frames, now)
@@ -293,7 +312,7 @@ class ZmqWorkerLink:
                     f"no answer from {cfg.endpoint} within {cfg.connect_timeout:g}s: is `omni-errors serve` running "
                     "there and expecting this stage remotely?"
                 )
-            frames = pair.recv_multipart(copy=False)
+            frames = recv_frames(pair)
             kind = parse_header(frames[0].buffer)[0]
             if kind != Kind.WELCOME:
                 raise StageJoinError(frames[1].bytes.decode("utf-8", "replace"))
@@ -317,7 +336,7 @@ class ZmqWorkerLink:
         out: list[Command] = []
         for _ in range(limit):
             try:
-                frames = self._pair.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_frames(self._pair, zmq.NOBLOCK)
             except zmq.Again:
                 break
             kind = parse_header(frames[0].buffer)[0]
@@ -345,7 +364,7 @@ class ZmqWorkerLink:
         self._post(Kind.OUTPUTS, [pack([list(o) for o in outputs])])
 
     def request_errors(self, frames: Sequence[bytes]) -> None:
-        self._post(Kind.REQUEST_ERROR, list(frames))
+        self._post(Kind.REQUEST_ERROR, [b"".join(frames)])  # one part: decode_many on the other side
 
     def fatal(self, details: OmniErrorDetails, code: ExitCode) -> None:
         self._post(Kind.FATAL, [omni_errors.encode(details)], int(code))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+import zmq
 
 __all__ = [
     "HEADER",
@@ -30,6 +31,7 @@ __all__ = [
     "header",
     "pack",
     "parse_header",
+    "recv_frames",
     "unpack",
 ]
 
@@ -59,6 +61,18 @@ def parse_header(buf: memoryview | bytes) -> tuple[int, int, int]:
         raise ProtocolError(f"header frame of {len(buf)} bytes; expected {HEADER.size}")
     kind, code, seq = HEADER.unpack(buf)
     return kind, code, seq
+
+
+def recv_frames(sock: zmq.Socket[Any], flags: int = 0) -> list[zmq.Frame]:
+    """One multipart message, each part a `zmq.Frame` (no copy). pyzmq's `recv_multipart` asks
+    `getsockopt(RCVMORE)` through its Python option enum for every part, several microseconds
+    each; a Frame already knows whether more follow."""
+    frame = sock.recv(flags, copy=False)
+    frames = [frame]
+    while frame.more:
+        frame = sock.recv(copy=False)
+        frames.append(frame)
+    return frames
 
 
 def pack(obj: Any) -> bytes:

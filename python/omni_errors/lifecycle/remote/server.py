@@ -39,6 +39,7 @@ from omni_errors.lifecycle.remote.protocol import (
     header,
     pack,
     parse_header,
+    recv_frames,
     unpack,
 )
 
@@ -197,7 +198,7 @@ class LinkServer:
             return
         for _ in range(_BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = recv_frames(sock, zmq.NOBLOCK)
             except zmq.Again:
                 return
             self.stats.received += 1
@@ -437,8 +438,9 @@ class RemoteStageLink:
             while self._unanswered and self._unanswered[0] <= echo:
                 self._unanswered.popleft()
         elif kind == Kind.REQUEST_ERROR:
-            for part in parts:  # decoded from the zmq.Frame's own buffer: no copy
-                listener.on_request_error(self, omni_errors.decode(part.buffer))
+            # One step's error frames back to back in one part, decoded from the zmq.Frame's buffer.
+            for details in omni_errors.decode_many(parts[0].buffer):
+                listener.on_request_error(self, details)
         elif kind == Kind.OUTPUTS:
             batch = unpack(parts[0].buffer)
             listener.on_outputs(self, [(str(r), p, bool(f)) for r, p, f in batch])
