@@ -215,7 +215,9 @@ def test_peer_with_a_wrong_key(net: NetPair, keydir: Path, scenario: Any, remote
         prefix=net.exec(net.a),
     )
     rogue = remote_stage(0, "ar", {**stage, "secret_key": str(keydir / "rogue.key_secret")}, prefix=net.exec(net.b))
-    mistaken = remote_stage(0, "ar", {**stage, "server_key": str(keydir / "rogue.key")}, prefix=net.exec(net.b))
+    mistaken = remote_stage(
+        0, "ar", {**stage, "server_key": str(keydir / "rogue.key"), "connect_timeout": 5.0}, prefix=net.exec(net.b)
+    )
     assert rogue.wait(STARTUP) == int(ExitCode.STARTUP_FAILURE)
     assert mistaken.wait(STARTUP) == int(ExitCode.STARTUP_FAILURE)
     assert "refused this stage's key" in rogue.stderr

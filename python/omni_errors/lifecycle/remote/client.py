@@ -56,7 +56,6 @@ logger = logging.getLogger("omni_errors.lifecycle.remote")
 _BATCH = 256
 _STAMP = struct.Struct("<d")  # the supervisor's heartbeat: its send time, echoed back unchanged
 _BEAT = struct.Struct("<dd")  # ours: the age of the loop's last turn, the newest stamp received
-_HANDSHAKE_TRIES = 3  # failed CURVE handshakes (no detail) before giving up: a wrong server key
 _MONITOR = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -95,7 +94,7 @@ class _IoThread(threading.Thread):
         self._close_by = 0.0
         self._kill_at: float | None = None
         self.failed = False
-        self._handshake_failures = 0
+        self.handshake_failures = 0  # read by the main thread for its timeout message
 
     def run(self) -> None:
         try:
@@ -266,7 +265,7 @@ class _IoThread(threading.Thread):
         kind, value = event["event"], event["value"]
         endpoint = self._cfg.endpoint
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self._handshake_failures = 0
+            self.handshake_failures = 0  # read by the main thread for its timeout message
             if self._welcome is not None:
                 logger.info("stage %d: link to %s reconnected", self._hello.stage_id, endpoint)
         elif kind == zmq.EVENT_DISCONNECTED and self._welcome is not None and not self._lost:
@@ -274,13 +273,9 @@ class _IoThread(threading.Thread):
         elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH and self._welcome is None:
             self._lose(f"the server at {endpoint} refused this stage's key (ZAP status {value})", time.monotonic())
         elif kind in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
-            self._handshake_failures += 1
-            if self._welcome is None and self._handshake_failures >= _HANDSHAKE_TRIES:
-                self._lose(
-                    f"the CURVE handshake with {endpoint} failed {_HANDSHAKE_TRIES} times: "
-                    "is the server key the server's public key?",
-                    time.monotonic(),
-                )
+            # A wrong server key and a server (or relay) that closes the connection look the same
+            # here, and the second may pass: count them for the timeout's message, keep trying.
+            self.handshake_failures += 1
 
 
 class ZmqWorkerLink:
@@ -308,10 +303,14 @@ class ZmqWorkerLink:
         io.start()
         try:
             if not pair.poll(int(cfg.connect_timeout * 1000)):
-                raise StageJoinError(
-                    f"no answer from {cfg.endpoint} within {cfg.connect_timeout:g}s: is `omni-errors serve` running "
-                    "there and expecting this stage remotely?"
+                failed = io.handshake_failures
+                why = (
+                    f"the CURVE handshake failed {failed} times (a wrong server key, or something that closes "
+                    "connections)"
+                    if failed
+                    else "is `omni-errors serve` running there and expecting this stage remotely?"
                 )
+                raise StageJoinError(f"no answer from {cfg.endpoint} within {cfg.connect_timeout:g}s: {why}")
             frames = recv_frames(pair)
             kind = parse_header(frames[0].buffer)[0]
             if kind != Kind.WELCOME:
