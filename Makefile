@@ -7,9 +7,11 @@ BIN    := $(VENV)/bin
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
+VLLM_OMNI_TREE := .cache/vllm-omni-0.30.0/vllm_omni
+AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean netns-deps
+.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean audit-corpus audit-inventory audit-baseline netns-deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,7 +30,7 @@ build: setup ## build the Rust extension in release mode into .venv
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
 
-bench: build ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
+bench: build audit-corpus ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
 test: build lint test-rust test-python ## every check CI runs: lints, Rust tests, the Python suite
@@ -36,8 +38,17 @@ test: build lint test-rust test-python ## every check CI runs: lints, Rust tests
 test-rust: ## cargo tests of the pure-Rust core (no interpreter needed)
 	$(CARGO) test --no-default-features --quiet
 
-test-python: build netns-deps ## the pytest suite
+test-python: build audit-corpus netns-deps ## the pytest suite
 	$(BIN)/python -m pytest
+
+audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
+	$(BIN)/python tests/audit/vllm_omni_wheel.py
+
+audit-inventory: build audit-corpus ## print the audit table of vllm-omni 0.30 (the inventory in docs/migration.md)
+	$(BIN)/omni-errors audit $(VLLM_OMNI_TREE) --exit-zero --no-progress
+
+audit-baseline: build audit-corpus ## rewrite the committed vllm-omni 0.30 allowlist in docs/audit/
+	$(BIN)/omni-errors audit $(VLLM_OMNI_TREE) --baseline $(AUDIT_BASELINE) --write-baseline --no-progress > /dev/null
 
 # The remote-stage tests build network namespaces (root only; they skip without root). As root,
 # install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
@@ -64,8 +75,8 @@ fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
 		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
-lock: ## re-pin requirements.lock from pyproject.toml
-	$(UV) pip compile --quiet pyproject.toml --extra dev --python-version 3.11 \
+lock: ## re-pin requirements.lock from pyproject.toml (the dev extra, with vLLM 0.33: lock-constraints.txt)
+	$(UV) pip compile --quiet pyproject.toml --extra dev --constraint lock-constraints.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean: ## remove build outputs and the virtual environment

@@ -1,4 +1,8 @@
-"""The `omni-errors` command line."""
+"""The `omni-errors` command line.
+
+Each command needs one extra beyond the core install (`EXTRAS`); run without it, the command says
+which one to install instead of failing with a traceback.
+"""
 
 from __future__ import annotations
 
@@ -61,11 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")
     keys.add_argument("--force", action="store_true", help="replace existing files of the same names")
     keys.set_defaults(func=_keys)
+    from omni_errors.audit.cli import add_command as add_audit
     from omni_errors.chaos.cli import add_command as add_chaos
     from omni_errors.pipeline.cli import add_command as add_serve
 
     add_serve(sub)
     add_chaos(sub)
+    add_audit(sub)
     return parser
 
 
@@ -75,9 +81,24 @@ def _version() -> str:
     return __version__
 
 
+# The extra each command needs (README, "Install").
+EXTRAS = {"bench": "bench", "catalog": "vllm", "serve": "pipeline", "chaos": "pipeline"}
+MISSING_EXTRA = 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except ModuleNotFoundError as exc:
+        if (exc.name or "omni_errors").split(".")[0] == "omni_errors":
+            raise
+        extra = EXTRAS[args.command]
+        sys.stderr.write(
+            f"omni-errors {args.command} needs the {extra!r} extra (missing module {exc.name!r}); "
+            f"install it with: pip install 'omni-errors[{extra}]'\n"
+        )
+        return MISSING_EXTRA
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
-"""Errors raised by omni_errors itself (never by the failures it carries).
+"""The library's own errors: what omni_errors raises about its input, never what a request's failure means.
 
-This module imports nothing heavy: the Rust extension raises these classes by name.
+A malformed or foreign frame (`DecodeError`), a buffer that cannot take a frame (`EncodeError`), a
+record that breaks an invariant (`InvalidRecordError`). The semantic exceptions that describe a
+request's failure (`OmniClientError`, `OmniEngineDeadError`, ...) are in `omni_errors.exceptions`;
+classified, these library errors are internal server errors (500), whatever their `ValueError` base.
+
+This module imports nothing heavy: the Rust extension raises these classes by this module path.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ __all__ = ["CodecError", "DecodeError", "EncodeError", "InvalidRecordError", "Om
 
 
 class OmniErrorsError(Exception):
-    """Base class for every error raised by omni_errors."""
+    """Base class of the library's own errors (not of the semantic exceptions in `omni_errors.exceptions`)."""
 
 
 class InvalidRecordError(OmniErrorsError, ValueError):

@@ -1,8 +1,12 @@
-"""vLLM-Omni's semantic exceptions, on vLLM's own hierarchy.
+"""vLLM-Omni's semantic exceptions, on vLLM's own hierarchy: what a request's failure means.
+
+Not to be confused with the library's own errors (`omni_errors.errors`: a bad frame, an invalid
+record), which omni_errors raises about its input.
 
 The generic classes (`VLLMValidationError`, `VLLMNotFoundError`, `EngineDeadError`, ...) are imported
 from vLLM and used as they are; this module adds only the types with Omni behaviour (RFC, section 1)
-and the two wire carriers `OmniClientError`/`OmniServerError`.
+and the two wire carriers `OmniClientError`/`OmniServerError`; `rebuild(details)` chooses the
+exception to raise for a record received from another stage (by `category`, never by status range).
 
 Importing this module imports vLLM (and so torch). `import omni_errors` never does: the package
 resolves these names lazily on first attribute access.
@@ -17,7 +21,7 @@ from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors._status import identifier, type_for_status
+from omni_errors.http_status import identifier, type_for_status
 
 __all__ = [
     "GuardrailViolationError",
@@ -29,6 +33,7 @@ __all__ = [
     "OmniServerError",
     "OmniServiceUnavailableError",
     "OmniStageTimeoutError",
+    "rebuild",
 ]
 
 
@@ -189,3 +194,20 @@ class OmniServerError(VLLMServerError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (self.__class__.from_details, (self.details,))
+
+
+def rebuild(details: OmniErrorDetails) -> OmniClientError | OmniServerError | OmniEngineDeadError:
+    """The exception to raise for a record received from another stage or process.
+
+    - client -> `OmniClientError` (a `VLLMClientError`);
+    - server and fatal -> `OmniEngineDeadError` (an `EngineDeadError`, so vLLM's fatal paths fire);
+    - other server -> `OmniServerError` (a `VLLMServerError`).
+
+    Each carries `details` unchanged, including the stage id and parameter, so
+    `classify(rebuild(d)) == d` for every record.
+    """
+    if details.category == "client":
+        return OmniClientError.from_details(details)
+    if details.fatal:
+        return OmniEngineDeadError(details.message, details=details)
+    return OmniServerError.from_details(details)

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors._status import identifier, type_for_status
 from omni_errors.errors import InvalidRecordError
+from omni_errors.http_status import identifier, type_for_status
 
 __all__ = ["LegacyKind", "from_legacy", "to_legacy"]
 
@@ -70,7 +70,7 @@ def from_legacy(
     if isinstance(carrier, OmniErrorDetails):
         return carrier
     if _is_request_error(carrier):
-        from omni_errors.classify import classify
+        from omni_errors.classification import classify
 
         return classify(carrier.to_exception(), request_id=request_id, stage_id=stage_id)  # type: ignore[attr-defined]
     if isinstance(carrier, Mapping) and "category" in carrier:

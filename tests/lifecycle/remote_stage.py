@@ -15,7 +15,8 @@ from pathlib import Path
 from omni_errors.lifecycle.remote.client import run_remote_stage
 from omni_errors.lifecycle.remote.config import StageConnectConfig
 
-_KINDS = {"ar": "omni_errors.lifecycle.toy:ARStage", "diffusion": "omni_errors.lifecycle.toy:DiffusionStage"}
+# `toy` is tests/lifecycle/toy.py, next to this script (its directory is on sys.path).
+_KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}
 
 
 def main() -> None:

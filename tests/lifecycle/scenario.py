@@ -22,7 +22,8 @@ from omni_errors.lifecycle import LifecycleConfig, StageRequestError, StageSpec,
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.remote.config import LinkConfig
 
-_KINDS = {"ar": "omni_errors.lifecycle.toy:ARStage", "diffusion": "omni_errors.lifecycle.toy:DiffusionStage"}
+# `toy` is tests/lifecycle/toy.py: this script's directory is on sys.path, and spawned stages inherit it.
+_KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -33,10 +34,10 @@ def _specs(stages: list[dict[str, Any]]) -> list[StageSpec | RemoteStageSpec]:
     # Engines are named by string so that only the stage processes import torch. A remote stage's
     # engine is chosen by its own process (tests/lifecycle/remote_stage.py); only kwargs go there.
     return [
-        RemoteStageSpec(s["kind"], s.get("kwargs", {}))
+        RemoteStageSpec(s["kind"], {"stage_id": i, **s.get("kwargs", {})})
         if s.get("remote")
-        else StageSpec(_KINDS[s["kind"]], s.get("kwargs", {}), name=s["kind"])
-        for s in stages
+        else StageSpec(_KINDS[s["kind"]], {"stage_id": i, **s.get("kwargs", {})}, name=s["kind"])
+        for i, s in enumerate(stages)
     ]
 
 

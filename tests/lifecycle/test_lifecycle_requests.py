@@ -17,7 +17,11 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
             "requests": 30,
             "request": {"prompt": [5, 6], "max_tokens": 12},
             # r3: the engine fails it; r17: add_request rejects it; r5: misses its own deadline (504)
-            "special": {"3": {"prompt": [1], "fail": "value"}, "17": {"prompt": [99]}, "5": {"max_tokens": 10**6}},
+            "special": {
+                "3": {"prompt": [1], "fault": {"kind": "value_error", "stage": 0, "after": 0}},
+                "17": {"prompt": [99]},
+                "5": {"max_tokens": 10**6},
+            },
             "timeouts": {"5": 1.0},
             "second_wave": 10,
             "config": {"startup_timeout": 240},
@@ -52,7 +56,7 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
 def test_startup_failure_stops_the_others_and_raises_the_root_cause(scenario: Any) -> None:
     run = scenario(
         {
-            "stages": [{"kind": "ar"}, {"kind": "diffusion", "kwargs": {"fail_on_start": True}}],
+            "stages": [{"kind": "ar"}, {"kind": "diffusion", "kwargs": {"fault": "startup"}}],
             "config": {"startup_timeout": 240},
         }
     )

@@ -14,7 +14,7 @@ AR_SLOW = {"kind": "ar", "kwargs": {"step_delay": 0.02}}
 
 
 def _hanging(marker: Path) -> dict[str, Any]:
-    return {"kind": "ar", "kwargs": {"fault": "hang", "fail_after_steps": 3, "fault_marker": str(marker)}}
+    return {"kind": "ar", "kwargs": {"fault": "hang", "fault_after": 2, "fault_marker": str(marker)}}
 
 
 def test_sigkill_of_a_stage_mid_stream_is_detected_and_answered(scenario: Any) -> None:

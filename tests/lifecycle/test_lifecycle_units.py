@@ -8,13 +8,15 @@ import re
 import select
 import signal
 import struct
+from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
 
 import omni_errors
 import pytest
+from omni_errors.core_table import DEAD_MESSAGE, fatal_record
 from omni_errors.lifecycle import ExitCode, StageRequestError
-from omni_errors.lifecycle.channels import _SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
+from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
@@ -67,7 +69,7 @@ def test_status_board_heartbeat_last_words_and_unlink(shm_prefix: str) -> None:
     board = StatusBoard.create(2, shm_prefix)
     try:
         other = StatusBoard.attach(board.name, 2)
-        details = lifecycle_error("dead", "x", stage_id=1)
+        details = fatal_record(stage_id=1)
         other.beat(1, 12345)
         other.write_last_words(1, details)
         other.close()
@@ -75,7 +77,11 @@ def test_status_board_heartbeat_last_words_and_unlink(shm_prefix: str) -> None:
         assert board.read_last_words(1) == details
         assert board.read_last_words(0) is None
         # a torn frame (the stage died while writing) is ignored, not decoded
-        struct.pack_into("<B", board._buf, _SLOT_SIZE + 16 + 20, 0xFF)
+        raw = shared_memory.SharedMemory(name=board.name)
+        try:
+            struct.pack_into("<B", raw.buf, SLOT_SIZE + 16 + 20, 0xFF)  # slot 1: 16-byte header, then the frame
+        finally:
+            raw.close()
         assert board.read_last_words(1) is None
     finally:
         board.unlink()
@@ -95,6 +101,22 @@ def test_frame_reader_reassembles_and_rejects_bad_lengths() -> None:
     assert omni_errors.decode(got[0][1]).status_code == 504
     reader.data_received((-5).to_bytes(4, "big", signed=True))
     assert len(closed) == 1 and isinstance(closed[0], ValueError)
+
+
+def test_lifecycle_records() -> None:
+    dead = fatal_record(stage_id=2, request_id="r1")
+    assert (dead.category, dead.status_code, dead.error_type, dead.fatal) == (
+        "server",
+        500,
+        "InternalServerError",
+        True,
+    )
+    assert (dead.message, dead.stage_id, dead.request_id) == (DEAD_MESSAGE, 2, "r1")
+    assert fatal_record(stage_id=0, root_cause="weights missing").message == "weights missing"
+    timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)
+    assert (timeout.status_code, timeout.error_type, timeout.message) == (504, "GatewayTimeoutError", timeout.message)
+    with pytest.raises(ValueError, match="expected 'timeout' or 'unavailable'"):
+        lifecycle_error("dead", "x", stage_id=1)  # type: ignore[arg-type]
 
 
 def test_state_moves() -> None:
@@ -144,7 +166,7 @@ def test_requests_are_answered_once() -> None:
         requests = Requests()
         requests.open("a", None)
         requests.open("b", None)
-        dead = lifecycle_error("dead", "x", stage_id=0)
+        dead = fatal_record(stage_id=0)
         assert requests.fail("a", dead) and not requests.fail("a", dead)
         assert not requests.fail("b", dead, at_stage=1)  # a report from a stage b is not in
         assert requests.route(0, [("a", 1, True), ("b", 2, True)], emit=False, last=True) == []

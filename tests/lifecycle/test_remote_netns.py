@@ -237,7 +237,7 @@ def test_peer_with_a_wrong_key(net: NetPair, keydir: Path, scenario: Any, remote
 def test_frame_flood(net: NetPair, keydir: Path, scenario: Any, remote_stage: Any) -> None:
     """The stage reports 40,000 failures of requests that do not exist, in 20 steps, while real
     requests run: they all finish, the flood is dropped (counted as late), the link survives."""
-    flood = {"kind": "ar", "remote": True, "kwargs": {"flood": 2000, "flood_steps": 20, "fail_after_steps": 5}}
+    flood = {"kind": "ar", "remote": True, "kwargs": {"flood": 2000, "flood_steps": 20, "flood_after": 5}}
     cfg = {"stages": [flood], "requests": 20, "request": {"prompt": [3], "max_tokens": 60}}
     run, remote = _start(net, keydir, scenario, remote_stage, cfg)
     answered = run.wait_event("answered", timeout=STARTUP)

@@ -162,3 +162,11 @@ def test_metrics_count_errors(server: Server) -> None:
     text = httpx.get(f"{server.base}/metrics").text
     assert 'omni_errors_total{category="client",error_type="NotFoundError"' in text
     assert 'status="4xx"' in text
+
+
+def test_duplicate_request_id_is_a_conflict(server: Server) -> None:
+    headers = {"x-request-id": "dup-1"}
+    with httpx.stream("POST", f"{server.base}{CHAT}", json=chat(stream=True, max_tokens=200), headers=headers) as s:
+        assert s.status_code == 200  # submitted before the headers went out: in flight now
+        again = httpx.post(f"{server.base}{CHAT}", json=chat(), headers=headers, timeout=30)
+        assert again.status_code == 409 and again.json()["error"]["type"] == "ConflictError"

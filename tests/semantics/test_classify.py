@@ -13,7 +13,7 @@ import torch
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from omni_errors import DecodeError, OmniErrorDetails
-from omni_errors.classify import RULES, classify, rule_for, set_raw_fallbacks, type_for_status
+from omni_errors.classification import RULES, classify, rule_for
 from omni_errors.exceptions import (
     GuardrailViolationError,
     OmniClientError,
@@ -25,6 +25,7 @@ from omni_errors.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
+from omni_errors.http_status import type_for_status
 from torch._inductor.exc import InductorError
 from vllm.exceptions import (
     ChatTemplateResolutionError,
@@ -135,17 +136,13 @@ def test_request_validation_error_never_echoes_inputs() -> None:
     assert "body.model: Field required" in d.message
 
 
-def test_raw_fallback_switch() -> None:
+def test_raw_fallbacks_keyword() -> None:
     assert classify(ValueError("x"), raw_fallbacks=False).status_code == 500
     assert classify(NotImplementedError("x"), raw_fallbacks=False).status_code == 500
-    set_raw_fallbacks(False)
-    try:
-        d = classify(ValueError("unknown internal"))
-        assert (d.category, d.status_code, d.error_type) == ("server", 500, "InternalServerError")
-        # Semantic types are unaffected by the switch.
-        assert classify(VLLMValidationError("x")).status_code == 400
-    finally:
-        set_raw_fallbacks(True)
+    d = classify(ValueError("unknown internal"), raw_fallbacks=False)
+    assert (d.category, d.status_code, d.error_type) == ("server", 500, "InternalServerError")
+    # Semantic types are unaffected by the keyword.
+    assert classify(VLLMValidationError("x"), raw_fallbacks=False).status_code == 400
     assert classify(ValueError("x")).status_code == 400
 
 

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from omni_errors import InvalidRecordError, OmniErrorDetails
-from omni_errors.classify import classify
-from omni_errors.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError
-from omni_errors.rebuild import rebuild
+from omni_errors.classification import classify
+from omni_errors.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError, rebuild
 from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError
 

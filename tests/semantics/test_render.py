@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import omni_errors
 import pytest
 from omni_errors import OmniErrorDetails
-from omni_errors.classify import classify
+from omni_errors.classification import classify
 from omni_errors.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError, OmniStageTimeoutError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.metrics import observe

@@ -23,8 +23,9 @@ from omni_errors.chaos.report import Progress, ScenarioResult
 from omni_errors.chaos.scenario import Call, Ctx, Scenario
 from omni_errors.chaos.target import Launch
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
+from omni_errors.pipeline.faults import first_fault_time
 
-__all__ = ["HOST", "LEAKS", "fault_time", "run_scenario", "run_scenarios"]
+__all__ = ["HOST", "LEAKS", "run_scenario", "run_scenarios"]
 
 HOST = "127.0.0.1"
 # Text that must never reach a client: tracebacks, file paths, compiler internals, credentials, addresses.
@@ -32,15 +33,6 @@ LEAKS = re.compile(
     r"Traceback|File \"|/work/|/home/|/root/|/models/|\.safetensors|\.py\b|sk-proj-|XBLOCK|0x[0-9a-fA-F]{8,}"
 )
 EXIT_GRACE = 30.0  # seconds a server may take to exit after the load before it is killed
-
-
-def fault_time(marker: Path) -> float | None:
-    """The wall-clock time of the first fault recorded in `marker` (see `Launch.fault_marker`)."""
-    try:
-        first = marker.read_text().split("\n", 1)[0]
-    except OSError:
-        return None
-    return float(first.split()[0]) if first else None
 
 
 async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
@@ -98,7 +90,7 @@ async def run_scenario(
             code = await _wait_exit(proc, 5.0)
         res.exit_code = code
         t_exit = time.monotonic() - ctx.t0 if ctx.t0 else time.monotonic() - t_start
-        fault_wall = fault_time(marker)
+        fault_wall = first_fault_time(marker)
         if fault_wall is not None and ctx.t0:
             res.t_fault = _since_load(ctx, fault_wall)
         res.t_exit = round(t_exit - (res.t_fault or 0.0), 3)
@@ -180,7 +172,7 @@ async def _run_load(
         watcher.cancel()
     for out, (_, exp) in zip([t.result() for t in tasks], calls, strict=True):
         _judge(res, out, exp.ok(out))
-    fault = fault_time(marker)
+    fault = first_fault_time(marker)
     res.t_fault = None if fault is None else _since_load(ctx, fault)
     res.t_answered = round(max(res.timeline, default=0.0) - (res.t_fault or 0.0), 3)
     if sc.stop_after_load is not None and proc.poll() is None:

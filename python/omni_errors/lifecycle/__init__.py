@@ -1,11 +1,12 @@
 """Fail-fast lifecycle for multi-stage, multi-process pipelines (seeds 001, 003, 004).
 
-Importing this package does not import torch or vLLM; `omni_errors.lifecycle.toy` does (torch).
+Importing this package does not import torch or vLLM.
 """
 
 from __future__ import annotations
 
 from omni_errors.lifecycle.api import (
+    DuplicateRequestError,
     Health,
     LifecycleConfig,
     StageRequestError,
@@ -17,6 +18,7 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.supervisor import Supervisor
 
 __all__ = [
+    "DuplicateRequestError",
     "ExitCode",
     "Health",
     "LifecycleConfig",

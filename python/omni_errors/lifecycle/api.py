@@ -11,6 +11,7 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.worker import WorkerConfig
 
 __all__ = [
+    "DuplicateRequestError",
     "Health",
     "LifecycleConfig",
     "StageRequestError",
@@ -64,6 +65,17 @@ class StageRequestError(Exception):
         self.details = details
 
 
+class DuplicateRequestError(ValueError):
+    """`submit()` got a request id that is still in flight; `request_id` names it.
+
+    A `ValueError` for callers written against the untyped error; map it by type (a server answers 409).
+    """
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request id {request_id!r} is already in flight")
+        self.request_id = request_id
+
+
 class StageStartupError(RuntimeError):
     """A stage failed to start; `.details` is the root cause reported by the child (sanitized)."""
 
@@ -76,9 +88,9 @@ class StageStartupError(RuntimeError):
 
 
 def default_error_factory(details: OmniErrorDetails) -> BaseException:
-    """`omni_errors.rebuild.rebuild` when present (the semantic exception), else StageRequestError."""
+    """`omni_errors.exceptions.rebuild` where vLLM is installed (the semantic exception), else StageRequestError."""
     try:
-        from omni_errors.rebuild import rebuild  # type: ignore[import-not-found,unused-ignore]
+        from omni_errors.exceptions import rebuild  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return StageRequestError(details)
     exc: BaseException = rebuild(details)

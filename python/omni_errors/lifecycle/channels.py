@@ -26,7 +26,7 @@ from multiprocessing import shared_memory
 import omni_errors
 from omni_errors import OmniErrorDetails
 
-__all__ = ["FrameReader", "Kind", "StatusBoard", "pack", "pack_failed", "unpack_failed"]
+__all__ = ["SLOT_SIZE", "FrameReader", "Kind", "StatusBoard", "pack", "pack_failed", "unpack_failed"]
 
 
 class Kind(enum.IntEnum):
@@ -37,7 +37,7 @@ class Kind(enum.IntEnum):
     FAILED = 2  # body: u32 frame length, codec frame, utf-8 traceback (for the logs only)
     OUTPUTS = 3  # body: pickle of [(request_id, payload, finished), ...]
     REQUEST_ERROR = 4  # body: codec frame with request_id set
-    FATAL = 5  # body: codec frame, fatal=True, stage_id set
+    FATAL = 5  # body: u8 exit code (an `ExitCode`), then the codec frame (fatal=True, stage_id set)
     # supervisor -> worker
     ADD = 16  # body: pickle of (request_id, payload)
     ABORT = 17  # body: utf-8 request id
@@ -132,7 +132,7 @@ class FrameReader(asyncio.Protocol):
 # Status board layout, per slot: u64 heartbeat (ns), u32 pid, u32 frame length, frame bytes.
 _SLOT_HEADER = struct.Struct("<QII")
 _SLOT_FRAME = 8192  # a record frame is at most ~4.6 KiB (message 4096 + bounded fields)
-_SLOT_SIZE = _SLOT_HEADER.size + _SLOT_FRAME
+SLOT_SIZE = _SLOT_HEADER.size + _SLOT_FRAME  # bytes per stage in the segment
 
 
 class StatusBoard:
@@ -154,7 +154,7 @@ class StatusBoard:
     @classmethod
     def create(cls, slots: int, prefix: str = "omni_lc_") -> StatusBoard:
         name = f"{prefix}{os.getpid()}_{secrets.token_hex(4)}"
-        shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, slots) * _SLOT_SIZE)
+        shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, slots) * SLOT_SIZE)
         # ftruncate zero-fills a new segment: every heartbeat and last-words length starts at 0
         return cls(shm, slots, owner=True)
 
@@ -167,18 +167,18 @@ class StatusBoard:
         return self._shm.name
 
     def beat(self, slot: int, now_ns: int) -> None:
-        struct.pack_into("<Q", self._buf, slot * _SLOT_SIZE, now_ns)
+        struct.pack_into("<Q", self._buf, slot * SLOT_SIZE, now_ns)
 
     def last_beat(self, slot: int) -> int:
-        return int(struct.unpack_from("<Q", self._buf, slot * _SLOT_SIZE)[0])
+        return int(struct.unpack_from("<Q", self._buf, slot * SLOT_SIZE)[0])
 
     def write_last_words(self, slot: int, details: OmniErrorDetails) -> None:
-        base = slot * _SLOT_SIZE
+        base = slot * SLOT_SIZE
         n = omni_errors.encode_into(details, self._buf, base + _SLOT_HEADER.size)
         struct.pack_into("<II", self._buf, base + 8, os.getpid(), n)
 
     def read_last_words(self, slot: int) -> OmniErrorDetails | None:
-        base = slot * _SLOT_SIZE
+        base = slot * SLOT_SIZE
         _, _, n = _SLOT_HEADER.unpack_from(self._buf, base)
         if n == 0 or n > _SLOT_FRAME:
             return None

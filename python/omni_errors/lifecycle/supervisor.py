@@ -23,10 +23,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.lifecycle.api import Health, LifecycleConfig, StageResult, StageStartupError, default_error_factory
+from omni_errors.core_table import fatal_record
+from omni_errors.lifecycle.api import (
+    DuplicateRequestError,
+    Health,
+    LifecycleConfig,
+    StageResult,
+    StageStartupError,
+    default_error_factory,
+)
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import DEAD_MESSAGE, lifecycle_error
+from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
@@ -139,7 +147,7 @@ class Supervisor:
             await self._stages.open(self, self)
         except BaseException:
             reason = "the pipeline could not start its stages"
-            self._die(lifecycle_error("dead", reason, stage_id=None), ExitCode.STARTUP_FAILURE, reason)
+            self._die(fatal_record(stage_id=None), ExitCode.STARTUP_FAILURE, reason)
             await self.wait_dead()
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
@@ -157,7 +165,7 @@ class Supervisor:
             await all_ready
         if self._state.live and late:
             reason = f"stage {late[0]} did not start within {self.config.startup_timeout:g}s"
-            self._die(lifecycle_error("dead", reason, stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
+            self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
             self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
@@ -174,7 +182,7 @@ class Supervisor:
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
-            raise ValueError(f"request id {request_id!r} is already in flight")
+            raise DuplicateRequestError(request_id)
         if len(self._requests) >= self.config.max_inflight:
             raise self._error_factory(_overloaded(None, request_id))
         timeout = timeout if timeout is not None else self.config.request_timeout
@@ -299,7 +307,7 @@ class Supervisor:
         if not self._state.live:
             return  # stopping anyway: a stage leaving is expected
         logger.critical("stage %d (%s): %s", link.stage_id, link.where, reason)
-        record = details or lifecycle_error("dead", reason, stage_id=link.stage_id)
+        record = details or fatal_record(stage_id=link.stage_id)
         self._die(record, code, None if details else reason)
 
     # -- the watchdog ----------------------------------------------------------------------
@@ -333,10 +341,8 @@ class Supervisor:
         if not (details.fatal and details.category == "server"):
             # At startup the message is the root cause (no client sees it before StageStartupError);
             # at runtime every request gets the canonical fatal record.
-            message = details.message if starting else DEAD_MESSAGE
-            details = OmniErrorDetails(
-                message, "server", 500, "InternalServerError", stage_id=details.stage_id, fatal=True
-            )
+            root_cause = details.message if starting else None
+            details = fatal_record(stage_id=details.stage_id, root_cause=root_cause)
         self._dead_error = details
         self._exit_code = int(code)
         answered = self._requests.fail_all(details)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from omni_errors import OmniErrorDetails
+from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.api import LifecycleConfig
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.failures import lifecycle_error
@@ -65,5 +66,5 @@ class Watchdog:
                     self._requests.fail(rid, silent)
             elif now - hung_since > cfg.hang_grace:
                 reason = f"stage {link.stage_id} stopped responding"
-                self._die(lifecycle_error("dead", reason, stage_id=link.stage_id), ExitCode.STAGE_HUNG, reason)
+                self._die(fatal_record(stage_id=link.stage_id), ExitCode.STAGE_HUNG, reason)
                 return

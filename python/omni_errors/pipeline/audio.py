@@ -9,7 +9,7 @@ import wave
 
 from omni_errors.pipeline.models import SAMPLE_RATE
 
-__all__ = ["decode_wav_b64", "wav_bytes"]
+__all__ = ["audio_response_body", "decode_wav_b64", "wav_bytes"]
 
 MAX_AUDIO_BYTES = 8 << 20
 
@@ -22,6 +22,13 @@ def wav_bytes(pcm: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:
         w.setframerate(sample_rate)
         w.writeframes(pcm)
     return buf.getvalue()
+
+
+def audio_response_body(pcm: bytes, response_format: str) -> tuple[bytes, str]:
+    """The body and media type for `response_format`: `pcm` as is, anything else as WAV."""
+    if response_format == "pcm":
+        return pcm, "audio/pcm"
+    return wav_bytes(pcm), "audio/wav"
 
 
 def decode_wav_b64(data: str, *, parameter: str) -> bytes:

@@ -1,14 +1,17 @@
-"""Fault injection for demos and tests: off unless the server is started with a fault flag.
+"""Fault injection, the project's one family: off unless a server or a test engine asks for it.
 
 A fault is a kind, the stage it fires in and the step it fires at:
 
 | kind | where | effect |
 |---|---|---|
-| `validation` | API process | the request is rejected: 400 `VLLMValidationError` naming `omni_fault` |
-| `stage_error` | stage | a non-fatal failure of the request(s): 500 with the stage id; the stage keeps serving |
+| `validation` | API process (request only) | the request is rejected: 400 `VLLMValidationError` naming `omni_fault` |
+| `stage_error` | stage | a non-fatal `RuntimeError` fails the request(s): 500 with the stage id; the stage serves on |
+| `value_error` | stage (request only) | a non-fatal raw `ValueError` fails the request: 400 under vLLM's raw fallback |
 | `fatal` | stage | an exception escapes the engine's `step()`: the pipeline dies (exit 80) |
 | `oom` | stage | `torch.OutOfMemoryError` (typed, seed 003): the pipeline dies (exit 81) |
+| `oom_wrapped` | stage | the OOM wrapped in a `RuntimeError` by a library (seed 003): still exit 81 |
 | `inductor` | stage | torch's `InductorError` (seed 001): the pipeline dies (exit 80) |
+| `alloc` | stage (process only) | a real CPU allocation beyond `RLIMIT_AS`: torch's plain `RuntimeError`, exit 80 |
 | `startup` | stage (process only) | the engine's constructor raises: the server never serves (exit 82) |
 | `hang` | stage | `step()` never returns (a stuck kernel): heartbeat timeout, 504 then exit 84 |
 | `sigkill` | stage | the stage process SIGKILLs itself: exit 85 |
@@ -17,6 +20,9 @@ Per process: `--fault KIND --fault-stage S --fault-after N` (N engine steps of s
 Per request (only with `--allow-request-faults`): the header `X-Omni-Fault: KIND[;stage=S][;after=N]`
 or the body field `"omni_fault": {"kind": KIND, "stage": S, "after": N}` (N steps of that request in
 stage S). Without the flag a request asking for a fault is rejected with 400.
+
+An engine drives its faults through `StageFaults`; each firing appends `<unix time> <stage> <kind>`
+to the marker file, so a harness times failure-to-answer from the moment of failure.
 """
 
 from __future__ import annotations
@@ -24,14 +30,40 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["PROCESS_KINDS", "REQUEST_KINDS", "FaultSpec", "fire", "parse_header"]
+from omni_errors.lifecycle.engine import RequestFailure
 
-REQUEST_KINDS = ("validation", "stage_error", "fatal", "oom", "inductor", "hang", "sigkill")
-PROCESS_KINDS = ("stage_error", "fatal", "oom", "inductor", "startup", "hang", "sigkill")
+__all__ = [
+    "NON_FATAL_KINDS",
+    "PROCESS_KINDS",
+    "REQUEST_KINDS",
+    "FaultSpec",
+    "StageFaults",
+    "fire",
+    "first_fault_time",
+    "parse_header",
+]
+
+REQUEST_KINDS = (
+    "validation",
+    "stage_error",
+    "value_error",
+    "fatal",
+    "oom",
+    "oom_wrapped",
+    "inductor",
+    "hang",
+    "sigkill",
+)
+PROCESS_KINDS = ("stage_error", "fatal", "oom", "oom_wrapped", "inductor", "alloc", "startup", "hang", "sigkill")
+NON_FATAL_KINDS = ("stage_error", "value_error")  # the request fails, the stage keeps serving
 NUM_STAGES = 3
+_ALLOC_HEADROOM = 512 << 20  # `alloc`: address space left above the stage's current size
+_ALLOC_BYTES = 16 << 30  # `alloc`: what it then asks for
 
 
 @dataclass(frozen=True)
@@ -73,26 +105,70 @@ def _mark(marker: str | None, stage_id: int, kind: str) -> None:
             f.write(f"{time.time()!r} {stage_id} {kind}\n")
 
 
+def first_fault_time(marker: str | Path) -> float | None:
+    """The wall-clock time of the first fault recorded in `marker`, or None if none fired."""
+    try:
+        first = Path(marker).read_text().split("\n", 1)[0]
+    except OSError:
+        return None
+    return float(first.split()[0]) if first else None
+
+
+def _vm_size() -> int:
+    with open(f"/proc/{os.getpid()}/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _wrapped_oom(stage_id: int) -> BaseException:
+    import torch
+
+    try:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+    except torch.OutOfMemoryError as oom:
+        try:
+            raise RuntimeError(f"stage {stage_id}: generation failed (injected wrapped OOM)") from oom
+        except RuntimeError as wrapped:
+            return wrapped
+
+
 def fire(kind: str, stage_id: int, marker: str | None = None) -> BaseException | None:
     """Inside a stage: do the fault. Returns the exception for the caller to raise or to report as
-    the request's failure (`stage_error`); `hang` and `sigkill` do not return."""
+    the request's failure (`NON_FATAL_KINDS`); `hang` and `sigkill` do not return, `alloc` raises."""
     if kind == "inductor":  # load the compiler first (seconds); an engine that compiles has it loaded
         import torch._inductor.exc
     _mark(marker, stage_id, kind)
     if kind == "stage_error":
         return RuntimeError(f"stage {stage_id} could not process this request (injected stage_error)")
+    if kind == "value_error":
+        return ValueError(f"stage {stage_id} rejected this request's input (injected value_error)")
     if kind == "fatal":
         return RuntimeError(f"illegal memory access in stage {stage_id} (injected fatal engine error)")
     if kind == "oom":
         import torch
 
         return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+    if kind == "oom_wrapped":
+        return _wrapped_oom(stage_id)
     if kind == "inductor":
         from torch._inductor.exc import InductorError
 
         return InductorError(AssertionError("'XBLOCK' too large. Maximum: 4096. Actual: 8192"), None)
+    if kind == "alloc":  # on the CPU, torch raises a plain RuntimeError here, not OutOfMemoryError
+        import resource
+
+        import torch
+
+        limit = _vm_size() + _ALLOC_HEADROOM
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        torch.empty(_ALLOC_BYTES // 4, dtype=torch.float32).fill_(1.0)
+        return None  # pragma: no cover - the allocation raises
     if kind == "startup":
-        return RuntimeError(f"stage {stage_id}: weights not found at /models/missing/model.safetensors (injected)")
+        return RuntimeError(
+            f"stage {stage_id}: model weights not found at /models/missing/model.safetensors (injected)"
+        )
     if kind == "hang":
         while True:  # a stuck kernel: no heartbeat, deaf to SIGTERM; only SIGKILL ends it
             time.sleep(0.05)
@@ -100,3 +176,46 @@ def fire(kind: str, stage_id: int, marker: str | None = None) -> BaseException |
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)  # pragma: no cover - the kernel delivers SIGKILL first
     raise ValueError(f"fault kind {kind!r} cannot fire in a stage")
+
+
+class StageFaults:
+    """One stage's faults: the process-level one it was started with, and per-request ones.
+
+    Build it first thing in the engine's constructor (a `startup` fault raises there). Call `step`
+    once per engine step and `request` once per step of each running request; both raise a fatal
+    fault's exception (it must escape `step()`) and return the failures of the non-fatal kinds.
+    """
+
+    def __init__(
+        self, stage_id: int, *, fault: str | None = None, fault_after: int = 0, marker: str | None = None
+    ) -> None:
+        self.stage_id = stage_id
+        self.fault = fault
+        self.fault_after = fault_after
+        self.marker = marker
+        if fault == "startup":
+            raise self._fire("startup")
+
+    def _fire(self, kind: str) -> BaseException:
+        exc = fire(kind, self.stage_id, self.marker)
+        assert exc is not None, f"fault {kind} returns no exception"
+        return exc
+
+    def step(self, steps: int, requests: Iterable[str]) -> list[RequestFailure]:
+        """The process-level fault at engine step `steps`: from then on a non-fatal kind fails every
+        request given (the caller drops them); a fatal kind fires once and raises."""
+        if self.fault is None or steps <= self.fault_after:
+            return []
+        if self.fault in NON_FATAL_KINDS:
+            return [RequestFailure(rid, self._fire(self.fault)) for rid in requests]
+        kind, self.fault = self.fault, None
+        raise self._fire(kind)
+
+    def request(self, request_id: str, fault: Mapping[str, Any] | None, steps: int) -> RequestFailure | None:
+        """The request's own fault (`FaultSpec.as_payload()`), once it has run `steps` steps here."""
+        if not fault or fault["stage"] != self.stage_id or steps <= fault["after"]:
+            return None
+        exc = self._fire(fault["kind"])
+        if fault["kind"] not in NON_FATAL_KINDS:
+            raise exc
+        return RequestFailure(request_id, exc)

@@ -1,5 +1,6 @@
-"""The pipeline as the API process sees it: three stage specs and a `Supervisor`, and one async
-generator per request that turns stage results into events (text tokens, audio chunks, the end)."""
+"""The pipeline as the API process sees it: three stage specs and a `Supervisor`; per request,
+`submit`, then `events` (an async generator turning stage results into text tokens, audio chunks
+and the end) or `collect` (all of them at once)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omni_errors.lifecycle import LifecycleConfig, StageSpec, Supervisor
+from omni_errors.lifecycle import DuplicateRequestError, LifecycleConfig, StageSpec, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
 
-__all__ = ["ENGINES", "STAGE_NAMES", "Event", "PipelineConfig", "Service", "stage_specs"]
+__all__ = ["ENGINES", "STAGE_NAMES", "Collected", "Event", "PipelineConfig", "Service", "stage_specs"]
 
 logger = logging.getLogger("omni_errors.pipeline")
 
@@ -65,6 +66,15 @@ class Event:
     completion_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class Collected:
+    """A whole request's result, for the transports that answer once: text tokens, PCM, finish reason."""
+
+    tokens: list[int]
+    pcm: bytes
+    finish_reason: str
+
+
 class Service:
     def __init__(self, pipeline: PipelineConfig, lifecycle: LifecycleConfig, link: LinkConfig | None = None) -> None:
         self.pipeline = pipeline
@@ -74,9 +84,7 @@ class Service:
         """Send the request to stage 0 now (so a dead pipeline is an HTTP error, before any byte)."""
         try:
             return self.supervisor.submit(payload, request_id=request_id)
-        except ValueError as exc:
-            if "already in flight" not in str(exc):
-                raise
+        except DuplicateRequestError:
             from omni_errors.exceptions import OmniConflictError
 
             raise OmniConflictError("a request with this id is already in flight") from None
@@ -99,3 +107,17 @@ class Service:
         finally:
             if not done:  # the client went away (or the request failed): free its slot in the stages
                 self.supervisor.abort(request_id)
+
+    async def collect(self, request_id: str) -> Collected:
+        """Every event of the request, gathered; raises the request's semantic exception if it fails."""
+        tokens: list[int] = []
+        pcm: list[bytes] = []
+        finish_reason = "stop"
+        async for ev in self.events(request_id):
+            if ev.kind == "token":
+                tokens.append(ev.token)
+            elif ev.kind == "audio":
+                pcm.append(ev.pcm)
+            else:
+                finish_reason = ev.finish_reason
+        return Collected(tokens, b"".join(pcm), finish_reason)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from omni_errors.lifecycle.engine import RequestFailure, StageOutput
-from omni_errors.pipeline.faults import fire
+from omni_errors.pipeline.faults import StageFaults
 from omni_errors.pipeline.models import HOP, VOCAB, Code2Wav, Talker, Thinker
 
 __all__ = ["Code2WavStage", "TalkerStage", "ThinkerStage"]
@@ -44,11 +44,9 @@ class _BatchStage:
         fault_after: int = 0,
         fault_marker: str | None = None,
     ) -> None:
+        self.faults = StageFaults(self.stage_id, fault=fault, fault_after=fault_after, marker=fault_marker)
         torch.set_num_threads(1)
         torch.manual_seed(seed + self.stage_id)
-        self.fault, self.fault_after, self.fault_marker = fault, fault_after, fault_marker
-        if fault == "startup":
-            raise fire("startup", self.stage_id, fault_marker)  # type: ignore[misc]
         self.max_num_seqs = max_num_seqs
         self.step_interval = step_interval
         self.waiting: dict[str, dict[str, Any]] = {}
@@ -110,33 +108,19 @@ class _BatchStage:
         self._last_step = time.monotonic()
 
     def _process_fault(self, out: list[StageOutput | RequestFailure]) -> None:
-        if self.fault is None or self.steps <= self.fault_after:
-            return
-        if self.fault == "stage_error":  # every request reaching this stage from now on fails
-            for rid in [*self.waiting, *self.running]:
-                exc = fire("stage_error", self.stage_id, self.fault_marker)
-                assert exc is not None
-                out.append(RequestFailure(rid, exc))
+        failed = self.faults.step(self.steps, [*self.waiting, *self.running])
+        if failed:  # a non-fatal process fault: every request reaching this stage from now on fails
+            out.extend(failed)
             self.waiting.clear()
             self.running.clear()
-            return
-        exc = fire(self.fault, self.stage_id, self.fault_marker)
-        self.fault = None
-        if exc is not None:
-            raise exc
 
     def _request_faults(self, out: list[StageOutput | RequestFailure]) -> None:
         for rid, req in list(self.running.items()):
             req.steps += 1
-            fault = req.payload.get("fault")
-            if not fault or fault["stage"] != self.stage_id or req.steps <= fault["after"]:
-                continue
-            exc = fire(fault["kind"], self.stage_id, self.fault_marker)
-            if fault["kind"] != "stage_error" and exc is not None:
-                raise exc  # fatal by type or escaping step(): the stage dies
-            del self.running[rid]
-            assert exc is not None
-            out.append(RequestFailure(rid, exc))
+            failed = self.faults.request(rid, req.payload.get("fault"), req.steps)  # a fatal one raises
+            if failed is not None:
+                del self.running[rid]
+                out.append(failed)
 
     def _forward(self, req: _Req, **payload: Any) -> dict[str, Any]:
         """The next stage's payload: this stage's result plus what travels with the request."""

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from starlette.responses import JSONResponse, Response
@@ -19,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from omni_errors._native import OmniErrorDetails, decode, encode
 from omni_errors.render import error_info
 from omni_errors.render.http import http_response
+from omni_errors.reporting import report
 
 __all__ = ["Job", "JobStatus", "JobStore", "job_content", "job_metadata", "job_metadata_response"]
 
@@ -55,6 +57,10 @@ class JobStore:
             self._jobs[job.id] = job
         return job
 
+    def exists(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._jobs
+
     def get(self, job_id: str) -> Job:
         """The job; an unknown id raises `VLLMNotFoundError` (404)."""
         with self._lock:
@@ -75,19 +81,14 @@ class JobStore:
     def fail(
         self, job_id: str, error: BaseException | OmniErrorDetails, *, stage_id: int | None = None
     ) -> OmniErrorDetails:
-        """Store the failure (classifying an exception first) and count it; returns the stored record."""
-        from omni_errors.metrics import observe
-
-        if isinstance(error, OmniErrorDetails):
-            details = error
-        else:
-            from omni_errors.classify import classify
-
-            details = classify(error, request_id=job_id, stage_id=stage_id)
+        """Report the failure (an exception is classified, a record kept as is) and store it; returns the record."""
         job = self.get(job_id)
-        job.error_frame, job.status = encode(details), "failed"
-        observe(details)
-        return details
+        return report(error, partial(_store, job), where=f"job {job_id}", request_id=job_id, stage_id=stage_id)
+
+
+def _store(job: Job, details: OmniErrorDetails) -> OmniErrorDetails:
+    job.error_frame, job.status = encode(details), "failed"
+    return details
 
 
 def job_metadata(job: Job) -> dict[str, Any]:

@@ -7,17 +7,15 @@ so a client parses one shape whether the failure came before or after the first 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterable, AsyncIterator
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.render import error_body
+from omni_errors.reporting import report
 
 __all__ = ["SSE_DONE", "sse_error_event", "sse_guard", "sse_terminal"]
 
 SSE_DONE = "data: [DONE]\n\n"
-
-_log = logging.getLogger("omni_errors.render.sse")
 
 
 def sse_error_event(details: OmniErrorDetails) -> str:
@@ -35,27 +33,17 @@ async def sse_guard(
     *,
     request_id: str | None = None,
     stage_id: int | None = None,
-    raw_fallbacks: bool | None = None,
+    raw_fallbacks: bool = True,
 ) -> AsyncIterator[str]:
-    """Pass `events` through; if they raise, end the stream with `sse_terminal` for the classified error.
+    """Pass `events` through; if they raise, end the stream with `sse_terminal` for the reported error.
 
     Cancellation (the client went away) is not an error and propagates unchanged.
     """
-    from omni_errors.classify import classify
-    from omni_errors.metrics import observe
-
     try:
         async for event in events:
             yield event
     except Exception as exc:
-        details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks)
-        _log_failure(exc, details)
-        observe(details)
-        yield sse_terminal(details)
-
-
-def _log_failure(exc: BaseException, details: OmniErrorDetails) -> None:
-    if details.category == "server":
-        _log.error("stream failed (%s %s)", details.status_code, details.error_type, exc_info=exc)
-    else:
-        _log.info("stream rejected (%s %s)", details.status_code, details.error_type)
+        where = "stream" if request_id is None else f"stream {request_id}"
+        yield report(
+            exc, sse_terminal, where=where, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks
+        )

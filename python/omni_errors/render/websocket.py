@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.render import error_body
+from omni_errors.reporting import report
 
 __all__ = ["CLIENT_CLOSE_CODE", "SERVER_CLOSE_CODE", "close_code", "send_error", "websocket_errors", "ws_message"]
 
@@ -59,19 +61,19 @@ async def websocket_errors(
     *,
     request_id: str | None = None,
     stage_id: int | None = None,
-    raw_fallbacks: bool | None = None,
+    raw_fallbacks: bool = True,
 ) -> AsyncIterator[None]:
-    """Render any exception escaping the block as the terminal message and close; a disconnect is not an error."""
-    from omni_errors.classify import classify
-    from omni_errors.metrics import observe
-
+    """Report any exception escaping the block as the terminal message and close; a disconnect is not an error."""
     try:
         yield
     except WebSocketDisconnect:
         return
     except Exception as exc:
-        details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks)
-        if details.category == "server":
-            _log.error("websocket failed (%s %s)", details.status_code, details.error_type, exc_info=exc)
-        observe(details)
-        await send_error(websocket, details)
+        await report(
+            exc,
+            partial(send_error, websocket),
+            where=f"websocket {websocket.url.path}",
+            request_id=request_id,
+            stage_id=stage_id,
+            raw_fallbacks=raw_fallbacks,
+        )

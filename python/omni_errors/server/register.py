@@ -3,7 +3,7 @@
 Handlers are registered per concrete class, in four layers like vLLM's `init_exception_handler`:
 
 1. framework errors (Starlette `HTTPException`, FastAPI `RequestValidationError`);
-2. every class of the classify table and every subclass of `VLLMError` defined at install time
+2. every class of the classification table and every subclass of `VLLMError` defined at install time
    (vLLM's hierarchy and the Omni types, `OmniClientError`/`OmniServerError` included);
 3. the raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError`, whether the migration
    fallback is on (400/400/400/501) or off (500), and the common builtin bases of internal
@@ -19,21 +19,17 @@ client actually got. The order of registration does not matter: Starlette walks 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from omni_errors._native import OmniErrorDetails
+from omni_errors.reporting import FatalHook, report
 
-__all__ = ["handled_classes", "install"]
-
-_log = logging.getLogger("omni_errors.server")
-
-FatalHook = Callable[[OmniErrorDetails], None]
+__all__ = ["handled_classes", "install", "make_handler"]
 
 # Raw types: the four migration fallbacks, plus the builtin bases most internal failures derive from,
 # so that they too are answered inside the instrumentation instead of by ServerErrorMiddleware.
@@ -61,10 +57,13 @@ def handled_classes() -> list[type[BaseException]]:
     """The classes `install` registers, `Exception` last."""
     from vllm.exceptions import VLLMError
 
-    from omni_errors.classify import RULES
+    from omni_errors.classification import RULES
 
+    # A lazy row's class is registered when its module is loaded; otherwise no instance can be raised yet,
+    # and one raised later still reaches a concrete handler through its builtin base (`_RAW`).
+    table = [lazy if isinstance(lazy, type) else lazy.resolve() for lazy in RULES]
     classes: list[type[BaseException]] = []
-    for cls in [*RULES, VLLMError, *_subclasses(VLLMError), *_RAW]:
+    for cls in [*(c for c in table if c is not None), VLLMError, *_subclasses(VLLMError), *_RAW]:
         if cls not in classes and cls is not BaseException and issubclass(cls, Exception) and cls is not Exception:
             classes.append(cls)
     return [*classes, Exception]
@@ -79,26 +78,21 @@ def _request_id(request: HTTPConnection) -> str | None:
 
 
 def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> Callable[[Any, Any], Any]:
-    """The one handler: classify, count, log, call `on_fatal` for fatal errors, render (HTTP or WebSocket)."""
-    from omni_errors.classify import classify
-    from omni_errors.metrics import observe
+    """The one handler: `report` the exception, rendered as HTTP or, on a websocket route, as its close."""
     from omni_errors.render.http import http_response
     from omni_errors.render.websocket import send_error
 
     async def handle(conn: HTTPConnection, exc: Exception) -> Response | None:
-        details = classify(exc, request_id=_request_id(conn), raw_fallbacks=raw_fallbacks)
-        observe(details)
-        method = conn.scope.get("method", "WEBSOCKET")
-        if details.category == "server":
-            _log.error("%s %s -> %s %s", method, conn.url.path, details.status_code, details.error_type, exc_info=exc)
-        else:
-            _log.info("%s %s -> %s %s", method, conn.url.path, details.status_code, details.error_type)
-        if details.fatal and on_fatal is not None:
-            on_fatal(details)
+        where = f"{conn.scope.get('method', 'WEBSOCKET')} {conn.url.path}"
+        context: dict[str, Any] = {
+            "request_id": _request_id(conn),
+            "raw_fallbacks": raw_fallbacks,
+            "on_fatal": on_fatal,
+        }
         if isinstance(conn, WebSocket):  # ExceptionMiddleware also serves websocket routes
-            await send_error(conn, details)
+            await report(exc, partial(send_error, conn), where=where, **context)
             return None
-        return http_response(details)
+        return report(exc, http_response, where=where, **context)
 
     return handle
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors.reporting import FatalHook, report
 
 __all__ = ["WebSocketSafetyNet"]
 
@@ -30,7 +30,7 @@ class WebSocketSafetyNet:
         app: ASGIApp,
         *,
         raw_fallbacks: bool = True,
-        on_fatal: Callable[[OmniErrorDetails], None] | None = None,
+        on_fatal: FatalHook | None = None,
     ) -> None:
         self.app = app
         self.raw_fallbacks = raw_fallbacks
@@ -54,24 +54,26 @@ class WebSocketSafetyNet:
         except Exception as exc:
             if state["closed"]:
                 raise
-            await self._render(exc, scope, send, accepted=state["accepted"])
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            await report(
+                exc,
+                lambda details: _send_error(send, details, accepted=state["accepted"]),
+                where=f"WEBSOCKET {scope.get('path')}",
+                request_id=headers.get("x-request-id"),
+                raw_fallbacks=self.raw_fallbacks,
+                on_fatal=self.on_fatal,
+            )
 
-    async def _render(self, exc: Exception, scope: Scope, send: Send, *, accepted: bool) -> None:
-        from omni_errors.classify import classify
-        from omni_errors.metrics import observe
-        from omni_errors.render.websocket import close_code, ws_message
 
-        headers: dict[str, str] = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        details = classify(exc, request_id=headers.get("x-request-id"), raw_fallbacks=self.raw_fallbacks)
-        observe(details)
-        _log.error("WEBSOCKET %s -> %s %s", scope.get("path"), details.status_code, details.error_type, exc_info=exc)
-        if details.fatal and self.on_fatal is not None:
-            self.on_fatal(details)
-        messages: list[dict[str, Any]] = [] if accepted else [{"type": "websocket.accept"}]
-        messages.append({"type": "websocket.send", "text": json.dumps(ws_message(details))})
-        messages.append({"type": "websocket.close", "code": close_code(details), "reason": details.error_type})
-        try:
-            for message in messages:
-                await send(message)
-        except Exception:  # the client is gone; nothing left to tell it
-            _log.info("client left before the error could be delivered")
+async def _send_error(send: Send, details: OmniErrorDetails, *, accepted: bool) -> None:
+    """The terminal message and close frame as raw ASGI messages (accepting first if needed)."""
+    from omni_errors.render.websocket import close_code, ws_message
+
+    messages: list[dict[str, Any]] = [] if accepted else [{"type": "websocket.accept"}]
+    messages.append({"type": "websocket.send", "text": json.dumps(ws_message(details))})
+    messages.append({"type": "websocket.close", "code": close_code(details), "reason": details.error_type})
+    try:
+        for message in messages:
+            await send(message)
+    except Exception:  # the client is gone; nothing left to tell it
+        _log.info("client left before the error could be delivered")

@@ -1,10 +1,10 @@
-"""HTTP status helpers shared by the classifier and the legacy reader; imports nothing heavy."""
+"""HTTP status helpers: a status's phrase and its OpenAI-style `error_type`; imports nothing heavy."""
 
 from __future__ import annotations
 
 from http import HTTPStatus
 
-__all__ = ["phrase", "type_for_status"]
+__all__ = ["identifier", "phrase", "type_for_status"]
 
 
 def phrase(status: int) -> str:

@@ -1,7 +1,8 @@
-"""The lifecycle's light classifier (torch-only stages) gives the records `classify` gives.
+"""The vLLM-free core table (torch-only stages) and the full table agree; the lifecycle's records.
 
-Lives with the semantics tests because it needs vLLM, which they import anyway; the lifecycle
-suite itself never imports vLLM (15-60 s per process on these machines).
+`classify` is the core table extended with vLLM's rows, so these check that no vLLM row shadows a
+core row for what a stage can raise. Lives with the semantics tests because it needs vLLM; the
+lifecycle suite itself never imports vLLM (15-60 s per process on these machines).
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import omni_errors
 import pytest
 import torch
-from omni_errors.classify import classify
+from omni_errors.classification import classify
+from omni_errors.core_table import DEAD_MESSAGE, classify_core, fatal_record
 from omni_errors.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import DEAD_MESSAGE, fatal_cause, lifecycle_error, light_classify
+from omni_errors.lifecycle.failures import fatal_cause, lifecycle_error
 from torch._inductor.exc import InductorError
 from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -55,9 +57,9 @@ def _wrapped_oom() -> BaseException:
 )
 @pytest.mark.parametrize("raw_fallbacks", [True, False])
 @pytest.mark.parametrize("stage_id", [2, None])
-def test_light_classify_matches_classify(exc: BaseException, raw_fallbacks: bool, stage_id: int | None) -> None:
+def test_core_table_matches_classify(exc: BaseException, raw_fallbacks: bool, stage_id: int | None) -> None:
     expected = classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks)
-    assert light_classify(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks) == expected
+    assert classify_core(exc, request_id="r1", stage_id=stage_id, raw_fallbacks=raw_fallbacks) == expected
 
 
 @pytest.mark.parametrize(
@@ -78,7 +80,7 @@ def test_fatal_cause_by_type(exc: BaseException, code: ExitCode | None) -> None:
 
 
 def test_lifecycle_records_match_the_omni_exceptions() -> None:
-    assert lifecycle_error("dead", "log text", stage_id=3) == classify(OmniEngineDeadError(stage_id=3))
+    assert fatal_record(stage_id=3) == classify(OmniEngineDeadError(stage_id=3))
     assert lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1) == classify(
         OmniStageTimeoutError("Stage 1 stopped responding", stage_id=1)
     )
@@ -90,7 +92,7 @@ def test_lifecycle_records_match_the_omni_exceptions() -> None:
 def test_supervisor_default_error_factory_raises_the_semantic_exception() -> None:
     from omni_errors.lifecycle.api import default_error_factory
 
-    dead = lifecycle_error("dead", "log text", stage_id=1).replace(request_id="r1")
+    dead = fatal_record(stage_id=1, request_id="r1")
     exc = default_error_factory(dead)
     assert isinstance(exc, EngineDeadError) and exc.details == dead  # type: ignore[attr-defined]
     timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)

@@ -1,0 +1,164 @@
+"""The qualified names the audit recognises: raw builtins, vLLM's `VLLMError` family, omni-errors' types,
+and the call names of responses, sinks and waits.
+
+Static tables, because the audit reads code it never imports. `tests/audit/test_audit_names.py` checks
+the two family tables against the real classes (vLLM's modules and `omni_errors.exceptions.__all__`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from http import HTTPStatus
+from typing import Final
+
+BUILTIN_NAMES: Final = frozenset(dir(builtins))
+
+# Raw raise sites: the types vLLM's migration fallback still maps (ValueError/TypeError/OverflowError to
+# 400, NotImplementedError to 501), plus RuntimeError, which the RFC inventories beside them.
+RAW_RAISES: Final = {
+    "builtins.ValueError": "OE101",
+    "builtins.TypeError": "OE102",
+    "builtins.RuntimeError": "OE103",
+    "builtins.OverflowError": "OE104",
+    "builtins.NotImplementedError": "OE105",
+}
+
+# Classes of vLLM's `VLLMError` hierarchy, by the module that defines them (vLLM 0.33).
+VLLM_FAMILY_MODULES: Final = {
+    "vllm.exceptions": (
+        "VLLMError",
+        "VLLMClientError",
+        "VLLMServerError",
+        "VLLMValidationError",
+        "VLLMNotFoundError",
+        "ChatTemplateResolutionError",
+        "LoRAAdapterNotFoundError",
+        "VLLMUnprocessableEntityError",
+        "GenerationError",
+        "RetryableRequestError",
+        "GracefulHTTPError",
+        "QueueOverflowError",
+        "MaxQueuedTokensError",
+        "ProfilerAlreadyActiveError",
+    ),
+    "vllm.v1.engine.exceptions": ("EngineGenerateError", "EngineDeadError"),
+    "vllm.connections": ("HTTPResponseSizeExceededError",),
+}
+VLLM_FAMILY: Final = frozenset(f"{mod}.{name}" for mod, names in VLLM_FAMILY_MODULES.items() for name in names)
+
+# omni-errors' semantic types (the exception classes of `omni_errors.exceptions.__all__`), under both paths.
+OMNI_TYPES: Final = (
+    "GuardrailViolationError",
+    "OmniClientError",
+    "OmniConflictError",
+    "OmniEngineDeadError",
+    "OmniEngineGenerateError",
+    "OmniNotImplementedError",
+    "OmniServerError",
+    "OmniServiceUnavailableError",
+    "OmniStageTimeoutError",
+)
+OMNI_FAMILY: Final = frozenset(
+    f"{mod}.{name}" for mod in ("omni_errors", "omni_errors.exceptions") for name in OMNI_TYPES
+)
+
+BROAD_EXCEPTIONS: Final = frozenset({"builtins.Exception", "builtins.BaseException"})
+# Calls that raise SystemExit; with `os._exit` they also end a handler without swallowing its error.
+SYSTEM_EXIT_CALLS: Final = frozenset({"sys.exit", "builtins.exit"})
+EXIT_CALLS: Final = SYSTEM_EXIT_CALLS | {"os._exit"}
+
+# Calls whose arguments reach the client: responses, error envelopes, HTTP/WebSocket exceptions and the
+# client-error classes whose message is rendered as the public message.
+RESPONSE_CLASSES: Final = frozenset(
+    {"JSONResponse", "ORJSONResponse", "UJSONResponse", "PlainTextResponse", "HTMLResponse", "Response"}
+)
+CLIENT_SINKS: Final = RESPONSE_CLASSES | frozenset(
+    {
+        "HTTPException",
+        "WebSocketException",
+        "ErrorResponse",
+        "ErrorInfo",
+        "send_json",
+        "send_text",
+        "OmniClientError",
+        "GuardrailViolationError",
+        "VLLMClientError",
+        "VLLMValidationError",
+        "VLLMNotFoundError",
+        "VLLMUnprocessableEntityError",
+    }
+)
+# Where a call takes the HTTP status positionally (index), besides the keywords in STATUS_KEYWORDS.
+STATUS_POSITION: Final = {name: 1 for name in RESPONSE_CLASSES} | {"HTTPException": 0, "create_error_response": 2}
+STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_status"})
+# vLLM's `create_error_response(message, err_type, status_code=HTTPStatus.BAD_REQUEST, param)`.
+DEFAULT_400_CALLS: Final = frozenset({"create_error_response"})
+ROUTE_DECORATORS: Final = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "api_route", "route"})
+ERROR_BODY_METHODS: Final = frozenset({"model_dump", "model_dump_json", "dict", "json"})
+
+# Exception text: what `str(e)` and friends produce.
+TEXT_FUNCTIONS: Final = frozenset({"builtins.str", "builtins.repr", "builtins.format"})
+TEXT_METHODS: Final = frozenset({"lower", "upper", "casefold", "strip", "lstrip", "rstrip", "split", "splitlines"})
+TEXT_ATTRIBUTES: Final = frozenset({"args", "message", "msg", "detail", "reason", "strerror"})
+TRACEBACK_TEXT: Final = frozenset(
+    {"traceback.format_exc", "traceback.format_exception", "traceback.format_exception_only"}
+)
+MATCH_METHODS: Final = frozenset(
+    {"startswith", "endswith", "find", "rfind", "index", "rindex", "count", "__contains__"}
+)
+REGEX_FUNCTIONS: Final = frozenset({"search", "match", "fullmatch", "findall", "finditer"})
+
+# Waits: methods that block without a deadline when called without a timeout.
+WAIT_METHODS: Final = frozenset({"get", "join", "wait"})
+ZMQ_RECV: Final = frozenset({"recv", "recv_multipart", "recv_pyobj", "recv_json", "recv_string", "recv_serialized"})
+ZMQ_SEND: Final = frozenset({"send", "send_multipart", "send_pyobj", "send_json", "send_string", "send_serialized"})
+ZMQ_NONBLOCKING: Final = frozenset({"NOBLOCK", "DONTWAIT"})
+DEADLINE_CONTEXTS: Final = frozenset({"timeout", "timeout_at", "fail_after", "move_on_after"})
+DEADLINE_WRAPPERS: Final = frozenset({"wait_for"})
+CONTEXT_VAR: Final = "ContextVar"
+
+_STARLETTE_STATUS = re.compile(r"HTTP_(\d{3})_")
+
+
+def status_value(qualname: str) -> int | None:
+    """The HTTP status a resolved constant names: `http.HTTPStatus.BAD_REQUEST[.value]`, `status.HTTP_400_…`."""
+    qualname = qualname.removesuffix(".value")
+    head, _, last = qualname.rpartition(".")
+    if head.endswith("HTTPStatus") and last in HTTPStatus.__members__:
+        return int(HTTPStatus[last])
+    match = _STARLETTE_STATUS.match(last)
+    return int(match.group(1)) if match else None
+
+
+def is_route_decorator(deco: ast.expr) -> bool:
+    """`@router.post("/v1/...")`, `@app.get("/health")`: a route registration with a path."""
+    if not isinstance(deco, ast.Call) or not isinstance(deco.func, ast.Attribute) or not deco.args:
+        return False
+    path = deco.args[0]
+    return (
+        deco.func.attr in ROUTE_DECORATORS
+        and isinstance(path, ast.Constant)
+        and isinstance(path.value, str)
+        and path.value.startswith("/")
+    )
+
+
+def is_exception_annotation(node: ast.expr) -> bool:
+    """`e: Exception`, `exc: BaseException | None`, `err: "RuntimeError"`: names ending in Error/Exception."""
+    if isinstance(node, ast.BinOp):
+        return is_exception_annotation(node.left) or is_exception_annotation(node.right)
+    if isinstance(node, ast.Subscript):
+        return is_exception_annotation(node.slice)
+    if isinstance(node, ast.Tuple):
+        return any(is_exception_annotation(e) for e in node.elts)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        name = node.value.rpartition(".")[2]
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Name):
+        name = node.id
+    else:
+        return False
+    return name.endswith(("Error", "Exception"))

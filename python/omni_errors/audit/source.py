@@ -1,0 +1,77 @@
+"""One file's text as the reporters need it: code-point columns, excerpts and a site's fingerprint
+digest (file inside the package, scope, and source lines without whitespace or comments, so that
+reformatting and line moves keep it)."""
+
+from __future__ import annotations
+
+import hashlib
+
+
+class SourceText:
+    """The decoded lines of one file."""
+
+    __slots__ = ("_lines", "key_path", "text")
+
+    def __init__(self, text: str, key_path: str) -> None:
+        self.text = text
+        self.key_path = key_path
+        self._lines: list[str] | None = None  # split on first use: most files yield few sites
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines as `ast` numbers them: ended by LF, CRLF or CR, never by a form feed or U+2028."""
+        if self._lines is None:
+            self._lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        return self._lines
+
+    def line(self, number: int) -> str:
+        lines = self.lines
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+    def column(self, number: int, byte_offset: int) -> int:
+        """1-based code-point column of a UTF-8 byte offset (what `ast` gives) on line `number`."""
+        text = self.line(number)
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
+
+    def fingerprint_text(self, first: int, last: int, scope: str) -> tuple[str, str]:
+        """(digest, excerpt) of a site on lines first..last in `scope`; whitespace and comments do not count."""
+        code = [strip_comment(self.line(n)) for n in range(first, min(last, first + 50) + 1)]
+        compact = "".join("".join(code).split())
+        excerpt = code[0].strip() if code else ""
+        return digest(self.key_path, scope, compact), excerpt if len(excerpt) <= 80 else excerpt[:77] + "..."
+
+
+def count_lines(text: str) -> int:
+    """Source lines as `ast` counts them (a last line without a newline counts)."""
+    ends = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return ends + (1 if text and not text.endswith(("\n", "\r")) else 0)
+
+
+def digest(key_path: str, scope: str, text: str) -> str:
+    """The location-independent part of a fingerprint."""
+    return hashlib.blake2b(f"{key_path}\0{scope}\0{text}".encode(), digest_size=8).hexdigest()
+
+
+def strip_comment(line: str) -> str:
+    """`line` without its trailing `#` comment; a `#` inside a string literal is kept."""
+    if "#" not in line:
+        return line
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch == "#":
+            return line[:i]
+        elif ch in "'\"":
+            quote = ch * 3 if line.startswith(ch * 3, i) else ch
+            i += len(quote) - 1
+        i += 1
+    return line

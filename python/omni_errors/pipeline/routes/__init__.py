@@ -1,0 +1,24 @@
+"""The reference server's routes, one module per transport; each `routes(service, limits)` returns an
+`APIRouter` that `omni_errors.pipeline.app.build_app` includes.
+
+Every route reads top to bottom the same way: the request is validated into a stage-0 payload
+(`protocol`), submitted (`Service.submit`, so a dead pipeline is an HTTP error before any byte),
+its events are read (`Service.events` / `Service.collect`), and rendered by the transport. Errors
+are never rendered here: they escape to `omni_errors.server.install` (HTTP), `sse_guard` (a stream
+after its headers), `websocket_errors` (WebSocket), or the job store (`JobStore.fail`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+__all__ = ["FAULT_HEADER", "request_id"]
+
+FAULT_HEADER = "x-omni-fault"
+
+
+def request_id(prefix: str, header: str | None) -> str:
+    """The client's `x-request-id` when it is a short printable string, else a fresh `prefix-<hex>`."""
+    if header and len(header) <= 128 and header.isprintable():
+        return header
+    return f"{prefix}-{uuid.uuid4().hex}"
