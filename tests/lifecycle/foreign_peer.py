@@ -11,7 +11,6 @@ a request whose payload says `"fatal": true` with a FATAL frame (exit code 81), 
 from __future__ import annotations
 
 import json
-import struct
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ import zmq.auth
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from omni_errors.lifecycle.channels import Kind
-from omni_errors.lifecycle.remote.protocol import Hello, header, parse_header, unpack
+from omni_errors.lifecycle.remote.protocol import STAGE_BEAT, SUPERVISOR_BEAT, Hello, header, parse_header, unpack
 from reference_decoder import encode, encode_extension
 
 UNKNOWN_TAG = 0x7A01  # no minor of this library defines it
@@ -61,7 +60,7 @@ def main() -> None:
         parts = sock.recv_multipart()
         kind = parse_header(parts[0])[0]
         if kind == Kind.HEARTBEAT:
-            send(Kind.HEARTBEAT, struct.pack("<dd", 0.0, struct.unpack("<d", parts[1])[0]))
+            send(Kind.HEARTBEAT, STAGE_BEAT.pack(0.0, SUPERVISOR_BEAT.unpack(parts[1])[0]))
         elif kind == Kind.ADD:
             request_id, payload = unpack(parts[1])
             record = {

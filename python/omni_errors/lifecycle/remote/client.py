@@ -17,7 +17,6 @@ import logging
 import os
 import secrets
 import socket
-import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +36,8 @@ from omni_errors.lifecycle.remote.config import StageConnectConfig, endpoint_hos
 from omni_errors.lifecycle.remote.protocol import (
     CLOSE,
     LOST,
+    STAGE_BEAT,
+    SUPERVISOR_BEAT,
     Hello,
     ProtocolError,
     SeqCheck,
@@ -54,8 +55,6 @@ __all__ = ["StageJoinError", "ZmqWorkerLink", "run_remote_stage"]
 logger = logging.getLogger("omni_errors.lifecycle.remote")
 
 _BATCH = 256
-_STAMP = struct.Struct("<d")  # the supervisor's heartbeat: its send time, echoed back unchanged
-_BEAT = struct.Struct("<dd")  # ours: the age of the loop's last turn, the newest stamp received
 _MONITOR = (
     zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -206,7 +205,7 @@ class _IoThread(threading.Thread):
         elif now - self._heard > welcome.timeout:
             self._lose(f"nothing heard from the server for {now - self._heard:.2f}s", now)
         elif now >= self._next_beat and len(self._out) < self._cfg.hwm:
-            self._queue([header(Kind.HEARTBEAT), _BEAT.pack(max(0.0, now - self.last_turn), self._echo)])
+            self._queue([header(Kind.HEARTBEAT), STAGE_BEAT.pack(max(0.0, now - self.last_turn), self._echo)])
             self._next_beat = now + welcome.heartbeat_interval
         if self._kill_at is not None and now > self._kill_at and not self._closing:
             logger.critical(
@@ -245,7 +244,7 @@ class _IoThread(threading.Thread):
             return
         self._heard = now
         if kind == Kind.HEARTBEAT:
-            (self._echo,) = _STAMP.unpack(frames[1].buffer)
+            (self._echo,) = SUPERVISOR_BEAT.unpack(frames[1].buffer)
         elif kind in (Kind.ADD, Kind.ABORT, Kind.SHUTDOWN) and not self._lost:
             self._post(frames)
             if kind == Kind.SHUTDOWN and self._welcome is not None and self._kill_at is None:
@@ -258,14 +257,15 @@ class _IoThread(threading.Thread):
             self._heard, self._next_beat = now, now
             self._post([header(Kind.WELCOME), frames[1]])
         elif kind == Kind.REFUSED:
-            reason = unpack(frames[1].buffer).get("reason", "no reason given")
+            body = unpack(frames[1].buffer)
+            reason = body.get("reason", "no reason given") if isinstance(body, dict) else "no reason given"
             self._lose(f"the server refused this stage: {reason}", now)
 
     def _on_monitor(self, event: Any) -> None:
         kind, value = event["event"], event["value"]
         endpoint = self._cfg.endpoint
         if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self.handshake_failures = 0  # read by the main thread for its timeout message
+            self.handshake_failures = 0
             if self._welcome is not None:
                 logger.info("stage %d: link to %s reconnected", self._hello.stage_id, endpoint)
         elif kind == zmq.EVENT_DISCONNECTED and self._welcome is not None and not self._lost:

@@ -24,6 +24,8 @@ __all__ = [
     "HEADER",
     "LINK_MAJOR",
     "LINK_MINOR",
+    "STAGE_BEAT",
+    "SUPERVISOR_BEAT",
     "Hello",
     "ProtocolError",
     "SeqCheck",
@@ -41,6 +43,10 @@ LINK_MAJOR = 1
 LINK_MINOR = 0
 
 HEADER = struct.Struct("<BBQ")
+#: HEARTBEAT bodies. The supervisor's: its send time (its monotonic clock), which the stage echoes
+#: unchanged. The stage's: the age of its loop's last turn, and the newest send time it received.
+SUPERVISOR_BEAT = struct.Struct("<d")
+STAGE_BEAT = struct.Struct("<dd")
 #: A kind that never crosses the wire: the stage's I/O thread tells its main thread the link ended.
 LOST = 255
 #: Same, main thread to I/O thread: flush what is queued, then stop.

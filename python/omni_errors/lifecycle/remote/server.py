@@ -32,6 +32,8 @@ from omni_errors.lifecycle.links import LinkFullError, LinkListener, LinkPayload
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, endpoint_host
 from omni_errors.lifecycle.remote.protocol import (
     LINK_MAJOR,
+    STAGE_BEAT,
+    SUPERVISOR_BEAT,
     Hello,
     ProtocolError,
     SeqCheck,
@@ -49,8 +51,6 @@ logger = logging.getLogger("omni_errors.lifecycle.remote")
 
 _BATCH = 256  # messages read per loop callback before yielding to the other callbacks
 _ZAP_DOMAIN = "omni-errors"
-_STAMP = struct.Struct("<d")  # supervisor -> stage heartbeat: the supervisor's send time (monotonic)
-_BEAT = struct.Struct("<dd")  # stage -> supervisor: age of the loop's last turn, the newest stamp seen
 
 
 @dataclass
@@ -401,7 +401,7 @@ class RemoteStageLink:
             self._beat_sent = now
             if self._ready:
                 self._unanswered.append(now)
-            self._send(Kind.HEARTBEAT, [_STAMP.pack(now)])
+            self._send(Kind.HEARTBEAT, [SUPERVISOR_BEAT.pack(now)])
 
     def terminate(self) -> None:
         self.shutdown()
@@ -433,7 +433,7 @@ class RemoteStageLink:
         listener = self._listener
         assert listener is not None
         if kind == Kind.HEARTBEAT:
-            self._beat_age, echo = _BEAT.unpack(parts[0].buffer)
+            self._beat_age, echo = STAGE_BEAT.unpack(parts[0].buffer)
             self._beat_at = self._heard
             while self._unanswered and self._unanswered[0] <= echo:
                 self._unanswered.popleft()
