@@ -21,6 +21,7 @@ import json
 import multiprocessing as mp
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -469,6 +470,7 @@ def main() -> None:
             )
     finally:
         hosts.close()
+        shutil.rmtree(keydir, ignore_errors=True)
 
 
 if __name__ == "__main__":

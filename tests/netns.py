@@ -144,12 +144,29 @@ class NetPair:
 
     def drop(self, ns: str, percent: int) -> None:
         """An nftables rule in `ns` dropping `percent` % of the packets it receives (100: a partition)."""
-        table = "omni_test"
-        self.run(ns, "nft", "add", "table", "inet", table)
-        self.run(ns, "nft", "add", "chain", "inet", table, "input", "{ type filter hook input priority 0; }")
+        self._chain(ns)
         rule = ["drop"] if percent >= 100 else ["numgen", "random", "mod", "100", "<", str(percent), "drop"]
-        self.run(ns, "nft", "add", "rule", "inet", table, "input", "iifname", self._dev(ns), *rule)
+        self.run(ns, "nft", "add", "rule", "inet", "omni_test", "input", "iifname", self._dev(ns), *rule)
+
+    def _chain(self, ns: str) -> None:
+        """The test's own nftables table and input chain in `ns` (removed by `undrop`, or with the namespace)."""
+        self.run(ns, "nft", "add", "table", "inet", "omni_test")
         self.nft_tables.add(ns)
+        self.run(ns, "nft", "add", "chain", "inet", "omni_test", "input", "{ type filter hook input priority 0; }")
+
+    def reset_once(self, ns: str) -> None:
+        """An nftables rule in `ns` answering the next TCP data packet it receives with a reset
+        (one packet: the token bucket holds one, refilled once a minute); `resets` counts it."""
+        self._chain(ns)
+        self.run(ns, "nft", "add", "rule", "inet", "omni_test", "input", "iifname", self._dev(ns), "tcp", "flags",
+                 "&", "psh", "==", "psh", "limit", "rate", "1/minute", "burst", "1", "packets", "counter",
+                 "reject", "with", "tcp", "reset")  # fmt: skip
+
+    def resets(self, ns: str) -> int:
+        """Packets the `reset_once` rule in `ns` has answered with a reset."""
+        listing = self.run(ns, "nft", "list", "chain", "inet", "omni_test", "input")
+        return sum(int(line.split("counter packets ")[1].split()[0]) for line in listing.splitlines()
+                   if "reject" in line and "counter packets " in line)  # fmt: skip
 
     def undrop(self, ns: str) -> None:
         if ns in self.nft_tables:
