@@ -1,7 +1,7 @@
 """The stage link: one abstraction between the supervisor and a stage, two implementations.
 
 `local.LocalStageLink` runs the stage as a child process joined by pipes and a shared-memory status
-slot; `remote.server.RemoteStageLink` expects it from another host over an authenticated ZMQ link.
+slot; `remote.session.RemoteStageLink` expects it from another host over an authenticated ZMQ link.
 The supervisor calls the `StageLink` methods and receives `LinkListener` callbacks, and never
 knows which kind it holds. On the stage side the worker loop drives a `WorkerLink` the same way.
 
