@@ -18,7 +18,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_commands() -> None:
     out = _cli("--help")
     assert out.returncode == 0
-    for command in ("bench", "catalog", "serve", "chaos"):
+    for command in ("bench", "catalog", "serve", "chaos", "audit"):
         assert command in out.stdout
 
 
@@ -85,3 +85,16 @@ def test_a_remote_stage_host_never_imports_vllm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
+    (tmp_path / "stage.py").write_text("raise ValueError('boom')\n", encoding="utf-8")
+    script = (
+        "import sys; from omni_errors.cli import main; "
+        f"code = main(['audit', {str(tmp_path)!r}, '--no-cache', '--exit-zero', '--no-progress']); "
+        "print(sorted(m for m in sys.modules if m.startswith(('omni_errors.pipeline', 'omni_errors.chaos')))); "
+        "sys.exit(code)"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "[]"

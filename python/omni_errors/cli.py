@@ -7,6 +7,7 @@ which one to install instead of failing with a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,18 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands registered by their own layer's `add_command`. Only the module of the command being run
+# is imported, so that `omni-errors audit` does not pay for the pipeline's imports (~0.2 s).
+LAYER_COMMANDS = {
+    "serve": "omni_errors.pipeline.cli",
+    "stage": "omni_errors.pipeline.cli",
+    "chaos": "omni_errors.chaos.cli",
+    "audit": "omni_errors.audit.cli",
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; given `argv`, it registers only the layer command `argv` names."""
     parser = argparse.ArgumentParser(
         prog="omni-errors",
         description="Error transport for vLLM-Omni: records, frames, sanitizer, renderers and lifecycle.",
@@ -65,14 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")
     keys.add_argument("--force", action="store_true", help="replace existing files of the same names")
     keys.set_defaults(func=_keys)
-    from omni_errors.audit.cli import add_command as add_audit
-    from omni_errors.chaos.cli import add_command as add_chaos
-    from omni_errors.pipeline.cli import add_command as add_serve
-
-    add_serve(sub)
-    add_chaos(sub)
-    add_audit(sub)
+    requested = _command_in(argv)
+    for module in dict.fromkeys(LAYER_COMMANDS.values()):
+        if requested is None or LAYER_COMMANDS.get(requested) == module:
+            importlib.import_module(module).add_command(sub)
     return parser
+
+
+def _command_in(argv: Sequence[str] | None) -> str | None:
+    """The layer command `argv` runs, or None (no argv, top-level help, or another command)."""
+    words = [a for a in (argv or []) if not a.startswith("-")]
+    return words[0] if argv is not None and words and words[0] in LAYER_COMMANDS else None
 
 
 def _version() -> str:
@@ -82,12 +97,20 @@ def _version() -> str:
 
 
 # The extra each command needs (README, "Install").
-EXTRAS = {"bench": "bench", "catalog": "vllm", "serve": "pipeline", "chaos": "pipeline"}
+EXTRAS = {
+    "bench": "bench",
+    "catalog": "vllm",
+    "keys": "transport",
+    "serve": "pipeline",
+    "stage": "pipeline",
+    "chaos": "pipeline",
+}
 MISSING_EXTRA = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args))
     except ModuleNotFoundError as exc:
