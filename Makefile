@@ -19,7 +19,7 @@ AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean audit-corpus audit-inventory \
-	audit-baseline setup-omni build-omni test-omni bench-omni lock-omni
+	audit-baseline netns-deps setup-omni build-omni test-omni bench-omni lock-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,7 +47,7 @@ test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 gl
 	$(CARGO) test --no-default-features --quiet
 	$(CARGO) test --lib --quiet py_
 
-test-python: build audit-corpus ## the pytest suite
+test-python: build audit-corpus netns-deps ## the pytest suite
 	$(BIN)/python -m pytest
 
 audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
@@ -81,6 +81,13 @@ bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each 
 lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
 	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
+
+# The remote-stage tests build network namespaces (root only; they skip without root). As root,
+# install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
+netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nftables) if missing
+	@if [ "$$(id -u)" = 0 ] && ! { command -v nft && command -v tc && command -v ip; } >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			iproute2 nftables; fi
 
 lint: setup ## rustfmt, clippy, ruff, mypy
 	$(CARGO) fmt --all -- --check

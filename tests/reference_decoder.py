@@ -118,7 +118,8 @@ def encode(record: dict[str, Any], *, rule_set: int = 0, minor: int = 1) -> byte
 
     `rule_set` is what the header claims about the text (0: not recorded, as a 1.0 writer or a
     foreign encoder writes). Tests use it to build frames the Rust encoder refuses to write (raw
-    secrets, bad invariants, a false claim of having been sanitized, older rule sets).
+    secrets, bad invariants, a false claim of having been sanitized, older rule sets), and frames
+    of another minor version (`minor`: a peer older or newer than this library).
     """
     flags = (
         (0x01 if record["category"] == "server" else 0)

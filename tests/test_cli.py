@@ -43,6 +43,50 @@ def test_chaos_rejects_an_unknown_scenario_or_target() -> None:
     assert "invalid choice" in out.stderr
 
 
+def test_help_shows_the_two_host_commands() -> None:
+    out = _cli("--help")
+    assert "keys" in out.stdout and "stage" in out.stdout
+    stage = _cli("stage", "--help")
+    assert stage.returncode == 0
+    assert "omni-errors stage code2wav --connect tcp://10.0.0.1:5570" in stage.stdout
+    assert "--remote-stage code2wav" in _cli("serve", "--help").stdout
+
+
+def test_keys_writes_private_secret_files(tmp_path: Path) -> None:
+    out = _cli("keys", str(tmp_path / "k"), "serve", "code2wav")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "k" / "code2wav.key_secret").stat().st_mode & 0o777 == 0o600
+    again = _cli("keys", str(tmp_path / "k"), "serve")
+    assert again.returncode == 1 and "already exist; pass --force to replace them" in again.stderr
+
+
+def test_plaintext_links_are_refused_off_loopback(tmp_path: Path) -> None:
+    out = _cli("serve", "--remote-stage", "code2wav", "--link-plaintext", "--link-bind", "tcp://169.254.0.1:5570")
+    assert out.returncode == 2
+    assert "only allowed on a loopback address (127.0.0.0/8 or ::1), not '169.254.0.1'" in out.stderr
+    out = _cli("stage", "code2wav", "--plaintext", "--connect", "tcp://10.1.2.3:5570")
+    assert out.returncode == 2 and "only allowed on a loopback address" in out.stderr
+
+
+def test_stage_reports_a_missing_or_open_key(tmp_path: Path) -> None:
+    out = _cli("stage", "code2wav", "--key", str(tmp_path / "nope.key_secret"), "--server-key", str(tmp_path / "s"))
+    assert out.returncode == 2 and "does not exist (create keys with `omni-errors keys`)" in out.stderr
+    assert _cli("keys", str(tmp_path), "s").returncode == 0
+    (tmp_path / "s.key_secret").chmod(0o644)
+    out = _cli("stage", "code2wav", "--key", str(tmp_path / "s.key_secret"), "--server-key", str(tmp_path / "s.key"))
+    assert out.returncode == 2 and "is readable by others (mode 0644)" in out.stderr
+
+
+def test_a_remote_stage_host_never_imports_vllm() -> None:
+    probe = (
+        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.client, omni_errors.pipeline.stages;"
+        "omni_errors.cli.build_parser();"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'fastapi', 'uvicorn')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
     (tmp_path / "stage.py").write_text("raise ValueError('boom')\n", encoding="utf-8")
     script = (

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -37,10 +38,24 @@ def _catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote.keys import KeyFileError, generate
+
+    for name in args.names:
+        try:
+            public, secret = generate(args.directory, name, force=args.force)
+        except (KeyFileError, OSError) as exc:
+            sys.stderr.write(f"omni-errors keys: {exc}\n")
+            return 1
+        print(f"{name}: public key {public} (give to the peer), secret key {secret} (mode 0600, keep on this host)")
+    return 0
+
+
 # Commands registered by their own layer's `add_command`. Only the module of the command being run
 # is imported, so that `omni-errors audit` does not pay for the pipeline's imports (~0.2 s).
 LAYER_COMMANDS = {
     "serve": "omni_errors.pipeline.cli",
+    "stage": "omni_errors.pipeline.cli",
     "chaos": "omni_errors.chaos.cli",
     "audit": "omni_errors.audit.cli",
 }
@@ -67,6 +82,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
     catalog.set_defaults(func=_catalog)
+    keys = sub.add_parser(
+        "keys",
+        help="create CURVE key pairs for remote stage links (serve --link-key, stage --key)",
+        description="Create a CURVE key pair per name: DIR/NAME.key (public: give it to the peer) and "
+        "DIR/NAME.key_secret (mode 0600: keep it on the host that uses it). The server allows stages by "
+        "their public keys (serve --link-allow); each stage trusts the server's (stage --server-key).",
+    )
+    keys.add_argument("directory", type=Path, metavar="DIR", help="where to write the files (created 0700)")
+    keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")
+    keys.add_argument("--force", action="store_true", help="replace existing files of the same names")
+    keys.set_defaults(func=_keys)
     requested = _command_in(argv)
     for module in dict.fromkeys(LAYER_COMMANDS.values()):
         if requested is None or LAYER_COMMANDS.get(requested) == module:
@@ -87,7 +113,14 @@ def _version() -> str:
 
 
 # The extra each command needs (README, "Install").
-EXTRAS = {"bench": "bench", "catalog": "vllm", "serve": "pipeline", "chaos": "pipeline"}
+EXTRAS = {
+    "bench": "bench",
+    "catalog": "vllm",
+    "keys": "transport",
+    "serve": "pipeline",
+    "stage": "pipeline",
+    "chaos": "pipeline",
+}
 MISSING_EXTRA = 1
 
 

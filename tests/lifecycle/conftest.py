@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -25,6 +25,7 @@ from omni_errors.chaos.watch import SHM_DIR, alive, children, descendants, kill,
 # Per pytest process: other sessions on the same machine run pipelines with the default prefix.
 SHM_PREFIX = f"omni_lc_t{os.getpid()}_"
 SCENARIO = Path(__file__).with_name("scenario.py")
+REMOTE_STAGE = Path(__file__).with_name("remote_stage.py")
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -118,12 +119,13 @@ def shm_prefix() -> str:
 
 @pytest.fixture
 def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
+    """`start(cfg, prefix=())` runs scenario.py (under `prefix`, e.g. `ip netns exec NS`)."""
     runs: list[ScenarioRun] = []
 
-    def start(cfg: dict[str, Any]) -> ScenarioRun:
+    def start(cfg: dict[str, Any], prefix: Sequence[str] = ()) -> ScenarioRun:
         cfg = {**cfg, "config": {**cfg.get("config", {}), "shm_prefix": SHM_PREFIX}}
         proc = subprocess.Popen(
-            [sys.executable, str(SCENARIO), json.dumps(cfg)],
+            [*prefix, sys.executable, str(SCENARIO), json.dumps(cfg)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -142,3 +144,48 @@ def scenario(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
         for name in ("started", "startup_failed"):
             if name in run.events:
                 processes.track(*run.events[name].get("pids", []))
+
+
+@dataclass
+class StageRun:
+    """A remote stage process (tests/lifecycle/remote_stage.py); its stderr goes to `log`."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int | None:
+        """Its exit code, or None (after killing it) if it outlived `timeout`."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+@pytest.fixture
+def remote_stage(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
+    """`start(stage_id, kind, connect, prefix=())` runs a toy engine as a remote stage."""
+    runs: list[StageRun] = []
+
+    def start(stage_id: int, kind: str, connect: dict[str, Any], prefix: Sequence[str] = ()) -> StageRun:
+        cfg = {"stage_id": stage_id, "kind": kind, "connect": connect}
+        log = tmp_path / f"remote-{len(runs)}.err"
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, str(REMOTE_STAGE), json.dumps(cfg)], stdout=subprocess.DEVNULL, stderr=err
+            )
+        processes.track(proc.pid)
+        run = StageRun(proc, log)
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        if run.proc.poll() is None:
+            run.proc.kill()
+        run.wait(30)

@@ -15,9 +15,12 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from omni_errors.lifecycle import LifecycleConfig, StageRequestError, StageSpec, StageStartupError, Supervisor
+from omni_errors.lifecycle.engine import RemoteStageSpec
+from omni_errors.lifecycle.remote.config import LinkConfig
 
 # `toy` is tests/lifecycle/toy.py: this script's directory is on sys.path, and spawned stages inherit it.
 _KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}
@@ -27,16 +30,39 @@ def emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, "t": time.time(), **fields}), flush=True)
 
 
-def _specs(stages: list[dict[str, Any]]) -> list[StageSpec]:
-    # Engines are named by string so that only the stage processes import torch.
+def _specs(stages: list[dict[str, Any]]) -> list[StageSpec | RemoteStageSpec]:
+    # Engines are named by string so that only the stage processes import torch. A remote stage's
+    # engine is chosen by its own process (tests/lifecycle/remote_stage.py); only kwargs go there.
     return [
-        StageSpec(_KINDS[s["kind"]], {"stage_id": i, **s.get("kwargs", {})}, name=s["kind"])
+        RemoteStageSpec(s["kind"], {"stage_id": i, **s.get("kwargs", {})})
+        if s.get("remote")
+        else StageSpec(_KINDS[s["kind"]], {"stage_id": i, **s.get("kwargs", {})}, name=s["kind"])
         for i, s in enumerate(stages)
     ]
 
 
+def _link(cfg: dict[str, Any] | None) -> LinkConfig | None:
+    if cfg is None:
+        return None
+    paths = {k: Path(cfg[k]) for k in ("secret_key",) if cfg.get(k)}
+    allow = tuple(Path(p) for p in cfg.get("allow", ()))
+    rest = {k: v for k, v in cfg.items() if k not in ("secret_key", "allow")}
+    return LinkConfig(**rest, **paths, allow=allow)
+
+
+def _stats(sup: Supervisor) -> dict[str, Any]:
+    link = sup.link_stats()
+    return {"counters": sup.counters(), "link": link.as_dict() if link is not None else None}
+
+
 async def run(cfg: dict[str, Any]) -> int:
-    sup = Supervisor(_specs(cfg["stages"]), LifecycleConfig(**cfg.get("config", {})), error_factory=StageRequestError)
+    sup = Supervisor(
+        _specs(cfg["stages"]),
+        LifecycleConfig(**cfg.get("config", {})),
+        link=_link(cfg.get("link")),
+        error_factory=StageRequestError,
+    )
+    sup.install_signal_handlers()  # as `omni-errors serve` does: every signal reaches Supervisor.handle_signal
     try:
         await sup.start()
     except StageStartupError as exc:
@@ -49,12 +75,12 @@ async def run(cfg: dict[str, Any]) -> int:
             pids=sup.pids,
             status=d.status_code,
             exit_code=sup.exit_code,
+            **_stats(sup),
         )
         return sup.exit_code
-    sup.install_signal_handlers()
     callbacks: list[float] = []
     sup.add_dead_callback(lambda: callbacks.append(time.time()))  # how an API server learns to exit
-    emit("started", pids=sup.pids, shm=sup.shm_names)
+    emit("started", pids=sup.pids, shm=sup.shm_names, **_stats(sup))
     results: dict[str, dict[str, Any]] = {}
     first = asyncio.Event()
     seen = 0
@@ -99,13 +125,20 @@ async def run(cfg: dict[str, Any]) -> int:
     second = cfg.get("second_wave", 0)
     if second and not sup.errored:
         await asyncio.gather(*(one(1000 + i, base) for i in range(second)))
-    emit("answered", results=results, dead=sup.errored)
+    emit("answered", results=results, dead=sup.errored, **_stats(sup))
     if cfg.get("wait_dead"):
         await sup.wait_dead()
     shm = sup.shm_names
     await sup.shutdown()
     left = [name for name in shm if os.path.exists(f"/dev/shm/{name}")]
-    emit("stopped", exit_code=sup.exit_code, health=sup.health().status_code, shm_left=left, callbacks=len(callbacks))
+    emit(
+        "stopped",
+        exit_code=sup.exit_code,
+        health=sup.health().status_code,
+        shm_left=left,
+        callbacks=len(callbacks),
+        **_stats(sup),
+    )
     return sup.exit_code
 
 

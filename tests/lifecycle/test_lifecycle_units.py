@@ -10,14 +10,18 @@ import signal
 import struct
 from multiprocessing import shared_memory
 from pathlib import Path
+from typing import Any
 
 import omni_errors
 import pytest
 from omni_errors.core_table import DEAD_MESSAGE, fatal_record
-from omni_errors.lifecycle import ExitCode
+from omni_errors.lifecycle import ExitCode, StageRequestError
 from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.failures import lifecycle_error
+from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
+from omni_errors.lifecycle.state import State, transition
+from omni_errors.lifecycle.stopping import StopPlan
 
 DOC = Path(__file__).parents[2] / "docs" / "lifecycle.md"
 
@@ -27,24 +31,22 @@ def test_exit_code_table_is_documented() -> None:
     assert {int(k): v for k, v in rows.items()} == {int(c): c.name for c in ExitCode}
 
 
-def test_async_handlers_first_signal_then_force() -> None:
-    calls: list[tuple[str, int]] = []
+def test_async_handlers_pass_every_signal_to_one_entry_point() -> None:
+    calls: list[int] = []
 
     async def main() -> None:
-        handlers = AsyncSignalHandlers(
-            asyncio.get_running_loop(), lambda s: calls.append(("stop", s)), lambda s: calls.append(("force", s))
-        )
+        handlers = AsyncSignalHandlers(asyncio.get_running_loop(), calls.append)
         handlers.install()
         try:
             os.kill(os.getpid(), signal.SIGINT)
             await asyncio.sleep(0.05)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.sleep(0.05)
         finally:
             handlers.remove()
 
     asyncio.run(main())
-    assert calls == [("stop", signal.SIGINT), ("force", signal.SIGINT)]
+    assert calls == [signal.SIGINT, signal.SIGTERM]
 
 
 def test_worker_latch_records_and_wakes_then_second_sigint_raises() -> None:
@@ -115,3 +117,68 @@ def test_lifecycle_records() -> None:
     assert (timeout.status_code, timeout.error_type, timeout.message) == (504, "GatewayTimeoutError", timeout.message)
     with pytest.raises(ValueError, match="expected 'timeout' or 'unavailable'"):
         lifecycle_error("dead", "x", stage_id=1)  # type: ignore[arg-type]
+
+
+def test_state_moves() -> None:
+    assert transition(State.NEW, State.STARTING) and transition(State.STARTING, State.DEAD)
+    assert transition(State.RUNNING, State.DRAINING) and transition(State.DRAINING, State.STOPPING)
+    assert not transition(State.DEAD, State.STOPPED)  # dead is terminal: health stays 503 "dead"
+    assert not transition(State.STOPPING, State.DEAD)  # a stage leaving during a clean stop changes nothing
+    assert not transition(State.STOPPED, State.RUNNING)
+    assert [s for s in State if s.live] == [State.STARTING, State.RUNNING, State.DRAINING]
+
+
+class _Link:
+    """The kill path's view of a stage: alive until killed (it ignores terminate, like a hung one)."""
+
+    def __init__(self, stage_id: int, obeys_terminate: bool) -> None:
+        self.stage_id, self.obeys, self.alive, self.calls = stage_id, obeys_terminate, True, []
+
+    def terminate(self) -> None:
+        self.calls.append("terminate")
+        self.alive = not self.obeys
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+        self.alive = False
+
+
+def test_stop_plan_terminates_waits_then_kills() -> None:
+    polite, hung = _Link(0, True), _Link(1, False)
+    plan = StopPlan([polite, hung], grace=3.0)  # type: ignore[list-item]
+    assert plan.step(100.0) and polite.calls == ["terminate"] and hung.calls == ["terminate"]
+    assert plan.step(102.9) and hung.calls == ["terminate"]
+    assert plan.step(103.0) and hung.calls == ["terminate", "kill"]  # killed at the grace
+    assert not plan.step(103.01) and polite.calls == ["terminate"]  # nothing left: the plan ends
+
+
+def test_stop_plan_forced_kills_at_once() -> None:
+    hung = _Link(0, False)
+    plan = StopPlan([hung], grace=3.0)  # type: ignore[list-item]
+    assert plan.step(0.0)
+    plan.force()
+    assert plan.step(0.01) and hung.calls == ["terminate", "kill"]
+    assert not plan.step(0.02)
+
+
+def test_requests_are_answered_once() -> None:
+    async def main() -> tuple[Requests, list[Any]]:
+        requests = Requests()
+        requests.open("a", None)
+        requests.open("b", None)
+        dead = fatal_record(stage_id=0)
+        assert requests.fail("a", dead) and not requests.fail("a", dead)
+        assert not requests.fail("b", dead, at_stage=1)  # a report from a stage b is not in
+        assert requests.route(0, [("a", 1, True), ("b", 2, True)], emit=False, last=True) == []
+        assert requests.fail_all(dead) == 0 and len(requests) == 0
+        got = []
+        for rid in ("a", "b"):
+            try:
+                got += [r async for r in requests.stream(rid, StageRequestError)]
+            except StageRequestError as exc:
+                got.append(exc.details.request_id)
+        return requests, got
+
+    requests, got = asyncio.run(main())
+    assert got == ["a"]  # b finished normally (no results emitted), a failed once
+    assert (requests.answered, requests.late) == (2, 3)  # late: a again, b from stage 1, a's output

@@ -5,7 +5,9 @@
 code2wav/DiT-like stage). Both run real torch code on the CPU with one thread. Faults are those of
 `omni_errors.pipeline.faults` with its parameter names: `fault=KIND` fires after `fault_after`
 engine steps (and writes its time to `fault_marker`); a payload's `"fault": {"kind", "stage",
-"after"}` fires in that request. Spawned stages import this module by name (`toy:ARStage`).
+"after"}` fires in that request. `flood=N` makes each of `flood_steps` steps after `flood_after`
+also report N failures of requests that do not exist (a stage gone wrong, flooding its link).
+Spawned stages import this module by name (`toy:ARStage`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ class _ToyEngine:
         fault: str | None = None,
         fault_after: int = 0,
         fault_marker: str | None = None,
+        flood: int = 0,
+        flood_steps: int = 0,
+        flood_after: int = 0,
     ) -> None:
         self.faults = StageFaults(stage_id, fault=fault, fault_after=fault_after, marker=fault_marker)
+        self.flood, self.flood_steps, self.flood_after = flood, flood_steps, flood_after
         torch.set_num_threads(1)
         torch.manual_seed(seed)
         self.step_delay = step_delay
@@ -58,6 +64,9 @@ class _ToyEngine:
                 out.append(failed)
         for failed in out:
             self.requests.pop(failed.request_id, None)
+        if self.flood and 0 <= self.steps - self.flood_after < self.flood_steps:
+            error = RuntimeError("flooded")
+            out += [RequestFailure(f"flood-{self.steps}-{i}", error) for i in range(self.flood)]
         if self.step_delay:
             time.sleep(self.step_delay)
         return out

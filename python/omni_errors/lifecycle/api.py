@@ -34,6 +34,7 @@ class LifecycleConfig:
     stop_timeout: float = 3.0  # SIGTERM to SIGKILL; > shutdown_timeout so a stage can clean up
     drain_timeout: float = 10.0  # on SIGTERM, how long in-flight requests may finish
     watchdog_interval: float = 0.1
+    max_inflight: int = 4096  # requests in the pipeline at once; more get 503 (bounds every queue)
     shm_prefix: str = "omni_lc_"
 
     def worker(self) -> WorkerConfig:

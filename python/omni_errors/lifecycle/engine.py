@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-__all__ = ["RequestFailure", "StageEngine", "StageOutput", "StageSpec"]
+__all__ = ["RemoteStageSpec", "RequestFailure", "StageEngine", "StageOutput", "StageSpec"]
 
 
 class StageOutput(NamedTuple):
@@ -66,10 +66,27 @@ class StageSpec:
     name: str = ""
     emit: bool = True
 
-    def build(self) -> StageEngine:
+    def resolve(self) -> Callable[..., StageEngine]:
+        """The engine factory, importing its module if it is named by string."""
         factory = self.engine
         if isinstance(factory, str):
             # A string keeps the supervisor from importing the engine's module (torch, seconds).
             module, _, name = factory.partition(":")
             factory = getattr(importlib.import_module(module), name)
-        return factory(**dict(self.kwargs))
+        return factory
+
+    def build(self) -> StageEngine:
+        return self.resolve()(**dict(self.kwargs))
+
+
+@dataclass(frozen=True)
+class RemoteStageSpec:
+    """A stage that runs on another host and joins over the link (`omni_errors.lifecycle.remote`).
+
+    The remote host chooses the engine (the network never names code to import); `kwargs` are
+    plain data (msgpack) sent to it when it joins, so the pipeline is configured in one place.
+    """
+
+    name: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    emit: bool = True

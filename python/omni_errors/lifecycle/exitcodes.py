@@ -8,10 +8,11 @@ follow the 128+signal convention on purpose. `docs/lifecycle.md` carries the sam
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import signal
 
-__all__ = ["ExitCode", "exit_code_for_signal"]
+__all__ = ["ExitCode", "exit_code_for_signal", "stage_exit_code"]
 
 
 class ExitCode(enum.IntEnum):
@@ -30,6 +31,9 @@ class ExitCode(enum.IntEnum):
     STAGE_HUNG = 84
     #: A stage process exited or was killed without reporting a fatal error.
     STAGE_LOST = 85
+    #: A remote stage's link missed its deadline: the stage was killed, its host partitioned, or
+    #: the link too slow to carry a heartbeat in time.
+    LINK_LOST = 86
     #: Stopped by SIGINT (128 + 2).
     SIGINT = 128 + signal.SIGINT
     #: Stopped by SIGTERM (128 + 15).
@@ -39,3 +43,14 @@ class ExitCode(enum.IntEnum):
 def exit_code_for_signal(signum: int) -> int:
     """The 128+signal code for `signum` (SIGINT -> 130, SIGTERM -> 143)."""
     return 128 + int(signum)
+
+
+def stage_exit_code(child_code: int | None) -> ExitCode:
+    """The pipeline's exit code for a stage that ended with `child_code`: the stage's own code
+    when it is a documented failure, else STAGE_LOST (killed by a signal, or an unknown code)."""
+    if child_code is not None:
+        with contextlib.suppress(ValueError):
+            code = ExitCode(child_code)
+            if code is not ExitCode.OK:
+                return code
+    return ExitCode.STAGE_LOST

@@ -2,8 +2,8 @@
 
 Handlers never raise or clean up themselves (seed 001: a handler that does work inside a stuck
 loop is how Ctrl+C stops working). The one exception is a second SIGINT, which forces exit: in a
-worker it raises KeyboardInterrupt where the loop is stuck; in the API process the supervisor
-kills its stages at once.
+worker it raises KeyboardInterrupt where the loop is stuck; in the API process
+`Supervisor.handle_signal` kills its stages at once.
 """
 
 from __future__ import annotations
@@ -66,35 +66,22 @@ class SignalLatch:
 
 
 class AsyncSignalHandlers:
-    """API side: asyncio signal handlers that call `on_signal(signum)` once, then `on_force(signum)`.
+    """API side: asyncio signal handlers that pass every SIGINT/SIGTERM to `on_signal(signum)`.
 
-    `on_force` runs on a second SIGINT (or a second SIGTERM) while the first is still being handled.
-    Install only from the thread that runs the loop, and only in the main thread (a Python rule).
+    The receiver (`Supervisor.handle_signal`) tells a first signal from a second one, so that a
+    signal caught elsewhere (uvicorn's handlers) counts the same. Install only from the thread
+    that runs the loop, and only in the main thread (a Python rule).
     """
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        on_signal: Callable[[int], None],
-        on_force: Callable[[int], None],
-    ) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_signal: Callable[[int], None]) -> None:
         self._loop = loop
         self._on_signal = on_signal
-        self._on_force = on_force
-        self.received: list[int] = []
 
     def install(self) -> None:
         for sig in _HANDLED:
-            self._loop.add_signal_handler(sig, self._handle, sig)
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
 
     def remove(self) -> None:
         for sig in _HANDLED:
             with contextlib.suppress(ValueError, RuntimeError):
                 self._loop.remove_signal_handler(sig)
-
-    def _handle(self, signum: int) -> None:
-        self.received.append(signum)
-        if len(self.received) == 1:
-            self._on_signal(signum)
-        else:
-            self._on_force(signum)

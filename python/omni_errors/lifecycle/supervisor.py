@@ -1,11 +1,14 @@
-"""The API-side supervisor: starts the stage processes, routes requests, and fails fast.
+"""The API-side supervisor: starts the stages, routes requests, and fails fast.
 
-Everything is driven by the asyncio loop: each stage's result pipe and its process sentinel are
-loop readers, so a fatal frame, an unexpected exit and a broken channel are all seen the moment
-they happen, without threads or polling. A watchdog task checks heartbeats and request deadlines.
-On any fatal event `_die` answers every in-flight request with the canonical error (stage id
-kept), stops every stage (SIGTERM, deadline, SIGKILL), unlinks the shared memory and marks the
-supervisor dead; the API process then exits with `exit_code` through normal interpreter shutdown.
+Each stage is a `links.StageLink`, local (a child process) or remote (another host, over the ZMQ
+link); the supervisor treats both alike. Everything runs on the asyncio loop: the links call the
+`LinkListener` methods below the moment something happens, and a watchdog task checks request
+deadlines, heartbeats and link deadlines. On any fatal event `_die` answers every in-flight
+request with the canonical error (stage id kept), stops every stage through the one kill path
+(`stopping.StopPlan`), releases the shared memory and sockets and marks the supervisor dead; the
+API process then exits with `exit_code` through normal interpreter shutdown. Around it: the
+states and their moves (`state.py`), the request table (`requests.py`), the links and what they
+share (`stageset.py`), the periodic checks (`watchdog.py`) and the kill path (`stopping.py`).
 """
 
 from __future__ import annotations
@@ -13,19 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
-import os
-import pickle
 import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
-from multiprocessing.util import Finalize
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import omni_errors
 from omni_errors import OmniErrorDetails
 from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.api import (
@@ -36,48 +32,24 @@ from omni_errors.lifecycle.api import (
     StageStartupError,
     default_error_factory,
 )
-from omni_errors.lifecycle.channels import FrameReader, Kind, StatusBoard, pack, unpack_failed
-from omni_errors.lifecycle.engine import StageSpec
+from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.failures import lifecycle_error
+from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
+from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
-from omni_errors.lifecycle.worker import run_stage
+from omni_errors.lifecycle.stageset import StageSet
+from omni_errors.lifecycle.state import State, transition
+from omni_errors.lifecycle.stopping import StopPlan
+from omni_errors.lifecycle.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from omni_errors.lifecycle.remote.config import LinkConfig
+    from omni_errors.lifecycle.remote.server import LinkStats
 
 __all__ = ["Supervisor"]
 
 logger = logging.getLogger("omni_errors.lifecycle.supervisor")
-
-
-_END = object()
-
-
-@dataclass
-class _Request:
-    request_id: str
-    queue: asyncio.Queue[Any]
-    stage: int = 0
-    deadline: float | None = None  # loop.time()
-
-
-@dataclass
-class _Stage:
-    stage_id: int
-    spec: StageSpec
-    proc: BaseProcess
-    ready: asyncio.Future[None]
-    writer: asyncio.WriteTransport | None = None
-    reader: asyncio.ReadTransport | None = None
-    exited: bool = False
-    hung_since: float | None = None
-    pending_requests: set[str] = field(default_factory=set)
-
-
-class _WriterProtocol(asyncio.Protocol):
-    def __init__(self, on_lost: Callable[[BaseException | None], None]) -> None:
-        self._on_lost = on_lost
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._on_lost(exc)
 
 
 class Supervisor:
@@ -86,33 +58,34 @@ class Supervisor:
 
     def __init__(
         self,
-        stages: Sequence[StageSpec],
+        stages: Sequence[StageSpec | RemoteStageSpec],
         config: LifecycleConfig | None = None,
         *,
+        link: LinkConfig | None = None,
         error_factory: Callable[[OmniErrorDetails], BaseException] = default_error_factory,
     ) -> None:
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
         self.config = config or LifecycleConfig()
-        self._specs = list(stages)
+        self._stages = StageSet(stages, self.config, link)
+        self._links = self._stages.links
         self._error_factory = error_factory
-        self._ctx = multiprocessing.get_context("spawn")
-        self._stages: list[_Stage] = []
-        self._requests: dict[str, _Request] = {}
-        self._streams: dict[str, asyncio.Queue[Any]] = {}
-        self._board: StatusBoard | None = None
-        self._state = "new"
+        self._emit: list[bool] = [spec.emit for spec in stages]
+        self._ready: list[asyncio.Future[None]] = []
+        self._requests = Requests()
+        self._state = State.NEW
         self._dead_error: OmniErrorDetails | None = None
         self._dead_reason: str | None = None
         self._exit_code = int(ExitCode.OK)
-        self._stopped: asyncio.Event | None = None
+        self._stopped = asyncio.Event()
+        self._stop: StopPlan | None = None
         self._stop_task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signals: AsyncSignalHandlers | None = None
-        self._finalizer: Finalize | None = None
-        self._dead_callbacks: list[Callable[[], None]] = []
+        self._signals_seen = 0
         self._signal_task: asyncio.Future[None] | None = None
+        self._dead_callbacks: list[Callable[[], None]] = []
 
     # -- public API ------------------------------------------------------------------------
 
@@ -131,15 +104,25 @@ class Supervisor:
 
     @property
     def pids(self) -> list[int]:
-        return [s.proc.pid for s in self._stages if s.proc.pid is not None]
+        """Process ids of the local stages (remote stages run elsewhere)."""
+        return [pid for link in self._links if (pid := link.pid) is not None]
 
     @property
     def shm_names(self) -> list[str]:
-        return [self._board.name] if self._board is not None else []
+        return self._stages.shm_names
+
+    def link_stats(self) -> LinkStats | None:
+        """What the remote link received and refused (None without remote stages)."""
+        return self._stages.link_stats
+
+    def counters(self) -> dict[str, int]:
+        """`answered`: terminal answers given (each request gets exactly one); `late`: reports that
+        arrived for requests already answered or elsewhere, and were dropped."""
+        return {"in_flight": len(self._requests), "answered": self._requests.answered, "late": self._requests.late}
 
     def health(self) -> Health:
-        ok = self._state == "running"
-        return Health(ok, 200 if ok else 503, self._state, self._dead_error)
+        ok = self._state is State.RUNNING
+        return Health(ok, 200 if ok else 503, self._state.value, self._dead_error)
 
     def add_dead_callback(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (on the loop) once the supervisor has stopped, e.g. to end uvicorn."""
@@ -147,47 +130,42 @@ class Supervisor:
 
     async def wait_dead(self) -> OmniErrorDetails | None:
         """Wait until every stage is gone and the shm is removed; returns `dead_error`."""
-        assert self._stopped is not None, "start() first"
+        assert self._state is not State.NEW, "start() first"
         await self._stopped.wait()
         return self._dead_error
 
     async def start(self) -> None:
-        """Spawn every stage, then wait (with `startup_timeout`) for all READY frames.
+        """Start every stage, then wait (with `startup_timeout`) for all READY frames.
 
-        Raises StageStartupError with the child's root cause; the other stages are stopped first.
+        Raises StageStartupError with the stage's root cause; the other stages are stopped first.
         """
         self._loop = asyncio.get_running_loop()
-        self._stopped = asyncio.Event()
-        self._state = "starting"
+        self._move(State.STARTING)
         try:
-            self._board = StatusBoard.create(len(self._specs), self.config.shm_prefix)
-            self._finalizer = Finalize(
-                self, _emergency_stop, args=(self._stages, self._board, self.config), exitpriority=100
-            )
-            for stage_id, spec in enumerate(self._specs):
-                await self._spawn(stage_id, spec)
+            for _ in self._stages.specs:
+                self._ready.append(self._loop.create_future())
+            await self._stages.open(self, self)
         except BaseException:
-            reason = "the pipeline could not spawn its stages"
-            await self._die(fatal_record(stage_id=None), ExitCode.STARTUP_FAILURE, reason)
+            reason = "the pipeline could not start its stages"
+            self._die(fatal_record(stage_id=None), ExitCode.STARTUP_FAILURE, reason)
             await self.wait_dead()
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
-        all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*(s.ready for s in self._stages)))
+        all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*self._ready))
         stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
         done, _ = await asyncio.wait(
             {all_ready, stopped}, timeout=self.config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
         )
         stopped.cancel()
-        if all_ready in done and not all_ready.exception() and self._dead_error is None:
-            self._state = "running"
+        if all_ready in done and not all_ready.exception() and self._move(State.RUNNING):
             return
+        late = [i for i, ready in enumerate(self._ready) if not ready.done()]
         all_ready.cancel()
         with contextlib.suppress(BaseException):
             await all_ready
-        if self._dead_error is None:
-            late = [s.stage_id for s in self._stages if not s.ready.done()]
+        if self._state.live and late:
             reason = f"stage {late[0]} did not start within {self.config.startup_timeout:g}s"
-            await self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
+            self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
             self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
@@ -195,33 +173,33 @@ class Supervisor:
         )
 
     def submit(self, payload: Any, *, request_id: str | None = None, timeout: float | None = None) -> str:
-        """Send a request into stage 0; read it with `stream(request_id)`. Raises when not running."""
-        if self._state != "running" or self._loop is None:
+        """Send a request into stage 0; read it with `stream(request_id)`.
+
+        Raises `error_factory(details)` when not serving (503, or the death's record) and when
+        stage 0's queue is at its high-water mark (503)."""
+        if not self._state.serving or self._loop is None:
             details = self._dead_error or lifecycle_error("unavailable", "The pipeline is not serving", stage_id=None)
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
             raise DuplicateRequestError(request_id)
+        if len(self._requests) >= self.config.max_inflight:
+            raise self._error_factory(_overloaded(None, request_id))
         timeout = timeout if timeout is not None else self.config.request_timeout
-        deadline = self._loop.time() + timeout if timeout is not None else None
-        req = _Request(request_id, asyncio.Queue(), 0, deadline)
-        self._requests[request_id] = req
-        self._streams[request_id] = req.queue
-        self._send_to_stage(0, request_id, pack(Kind.ADD, pickle.dumps((request_id, payload), protocol=5)))
+        try:
+            self._links[0].add(request_id, payload)
+        except LinkFullError as exc:
+            logger.warning("refusing request %s: %s", request_id, exc)
+            raise self._error_factory(_overloaded(0, request_id, exc)) from None
+        except LinkPayloadError as exc:
+            logger.error("refusing request %s: %s", request_id, exc)
+            raise self._error_factory(_unpassable(0, request_id)) from None
+        self._requests.open(request_id, self._loop.time() + timeout if timeout is not None else None)
         return request_id
 
-    async def stream(self, request_id: str) -> AsyncIterator[StageResult]:
+    def stream(self, request_id: str) -> AsyncIterator[StageResult]:
         """Yield the request's results; raise `error_factory(details)` if it failed."""
-        queue = self._streams.pop(request_id, None)
-        if queue is None:
-            raise KeyError(f"unknown request id {request_id!r} (or already streamed)")
-        while True:
-            item = await queue.get()
-            if item is _END:
-                return
-            if isinstance(item, OmniErrorDetails):
-                raise self._error_factory(item)
-            yield item
+        return self._requests.stream(request_id, self._error_factory)
 
     async def generate(
         self, payload: Any, *, request_id: str | None = None, timeout: float | None = None
@@ -230,305 +208,174 @@ class Supervisor:
         return [r async for r in self.stream(rid)]
 
     def abort(self, request_id: str) -> None:
-        req = self._requests.pop(request_id, None)
-        if req is not None:
-            self._send_to_stage(req.stage, None, pack(Kind.ABORT, request_id.encode()))
-            req.queue.put_nowait(_END)
+        stage = self._requests.abort(request_id)
+        if stage is not None:
+            self._links[stage].abort(request_id)
 
     async def shutdown(self, *, drain_timeout: float = 0.0, exit_code: int = 0) -> None:
         """Stop serving: let in-flight requests finish for `drain_timeout`, answer the rest 503,
-        ask each stage to stop, then SIGTERM/SIGKILL stragglers and remove the shm."""
-        if self._state != "running":
-            if self._stopped is not None and self._state != "new":
-                if self._state == "starting":
-                    self._exit_code = exit_code
-                    self._state = "stopping"
-                    self._answer_all(lifecycle_error("unavailable", "The server is shutting down", stage_id=None))
-                    self._start_stop()
-                await self._stopped.wait()
+        ask each stage to stop, then terminate/kill stragglers and release shm and sockets."""
+        if self._state is State.NEW:
             return
-        self._state = "draining"
-        self._exit_code = exit_code
-        deadline = time.monotonic() + drain_timeout
-        while self._requests and time.monotonic() < deadline and self._dead_error is None:
-            await asyncio.sleep(0.02)
-        if self._dead_error is not None:
-            await self.wait_dead()
-            return
-        self._state = "stopping"
-        self._answer_all(lifecycle_error("unavailable", "The server is shutting down", stage_id=None))
-        for stage in self._stages:
-            self._write(stage, pack(Kind.SHUTDOWN))
-        self._start_stop()
+        draining = self._state is State.RUNNING and drain_timeout > 0 and self._move(State.DRAINING)
+        if draining:  # this call owns the drain; others made meanwhile only wait for the end
+            self._exit_code = exit_code
+            await self._drain(drain_timeout)
+        if self._state in (State.STARTING, State.RUNNING) or (draining and self._state is State.DRAINING):
+            self._exit_code = exit_code
+            self._move(State.STOPPING)
+            self._requests.fail_all(_shutting_down())
+            for link in self._links:
+                link.shutdown()
+            self._start_stop()
         await self.wait_dead()
 
+    async def _drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self._requests) and time.monotonic() < deadline and self._state is State.DRAINING:
+            await asyncio.sleep(0.02)
+
+    def handle_signal(self, signum: int) -> None:
+        """The one entry point for SIGINT/SIGTERM, whoever caught them (our handlers, uvicorn's).
+
+        First signal: SIGTERM drains (`drain_timeout`) then stops, exit 143; SIGINT stops now, exit
+        130. Any later signal: every in-flight request is answered 503 and every stage killed now.
+        """
+        self._signals_seen += 1
+        name = signal.Signals(signum).name
+        if self._signals_seen == 1:
+            drain = self.config.drain_timeout if signum == signal.SIGTERM else 0.0
+            logger.warning("received %s; stopping the pipeline (drain %.0fs)", name, drain)
+            self._signal_task = asyncio.ensure_future(
+                self.shutdown(drain_timeout=drain, exit_code=exit_code_for_signal(signum))
+            )
+            return
+        logger.warning("second signal (%s): killing every stage now", name)
+        self._exit_code = self._exit_code or exit_code_for_signal(signum)
+        if self._state.live:
+            self._move(State.STOPPING)
+        self._requests.fail_all(_shutting_down())
+        if self._state is not State.NEW:
+            self._start_stop()
+            assert self._stop is not None
+            self._stop.force()
+
     def install_signal_handlers(self) -> None:
-        """SIGTERM: drain (drain_timeout) then stop, exit 143. SIGINT: stop now, exit 130.
-        A second signal kills the stages at once."""
-        assert self._loop is not None, "start() first"
-        self._signals = AsyncSignalHandlers(self._loop, self._on_signal, self._on_force)
-        self._signals.install()
+        """Route SIGINT/SIGTERM on the running loop to `handle_signal` (main thread only); they
+        stay until `remove_signal_handlers()` or the supervisor has stopped."""
+        if self._signals is None:
+            self._signals = AsyncSignalHandlers(asyncio.get_running_loop(), self.handle_signal)
+            self._signals.install()
 
-    # -- stage processes -------------------------------------------------------------------
+    def remove_signal_handlers(self) -> None:
+        if self._signals is not None:
+            self._signals.remove()
+            self._signals = None
 
-    async def _spawn(self, stage_id: int, spec: StageSpec) -> None:
-        loop = self._loop
-        assert loop is not None and self._board is not None
-        to_child_r, to_child_w = self._ctx.Pipe(duplex=False)
-        from_child_r, from_child_w = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=run_stage,
-            args=(stage_id, spec, to_child_r, from_child_w, self._board.name, len(self._specs), self.config.worker()),
-            name=f"omni-stage-{stage_id}{'-' + spec.name if spec.name else ''}",
-        )
-        stage = _Stage(stage_id, spec, proc, loop.create_future())
-        self._stages.append(stage)
-        try:
-            proc.start()
-        finally:
-            to_child_r.close()
-            from_child_w.close()
-        logger.info("stage %d (%s) started, pid %d", stage_id, spec.name or "-", proc.pid)
-        rfile = os.fdopen(os.dup(from_child_r.fileno()), "rb", buffering=0)
-        wfile = os.fdopen(os.dup(to_child_w.fileno()), "wb", buffering=0)
-        from_child_r.close()
-        to_child_w.close()
-        reader = FrameReader(
-            lambda kind, body: self._on_message(stage, kind, body),
-            lambda exc: self._on_channel_closed(stage, exc, "result"),
-        )
-        stage.reader, _ = await loop.connect_read_pipe(lambda: reader, rfile)
-        stage.writer, _ = await loop.connect_write_pipe(
-            lambda: _WriterProtocol(lambda exc: self._on_channel_closed(stage, exc, "request")), wfile
-        )
-        loop.add_reader(proc.sentinel, self._on_exit, stage)
+    # -- what the links report (LinkListener) ---------------------------------------------
 
-    def _on_message(self, stage: _Stage, kind: int, body: memoryview) -> None:
-        if kind == Kind.OUTPUTS:
-            self._route(stage, pickle.loads(body))
-        elif kind == Kind.REQUEST_ERROR:
-            details = omni_errors.decode(body)
-            self._fail_request(details.request_id or "", details)
-        elif kind == Kind.READY:
-            if not stage.ready.done():
-                stage.ready.set_result(None)
-        elif kind == Kind.FAILED:
-            details, tb = unpack_failed(body)
-            logger.error("stage %d failed to start; its traceback:\n%s", stage.stage_id, tb)
-            self._schedule_die(details, ExitCode.STARTUP_FAILURE)
-        elif kind == Kind.FATAL:
-            details = omni_errors.decode(body[1:])
-            logger.critical("stage %d reported a fatal %s", stage.stage_id, details.error_type)
-            self._schedule_die(details, self._code_for(body[0]))
-        else:
-            raise ValueError(f"unknown message kind {kind} from stage {stage.stage_id}")
+    def on_ready(self, link: StageLink) -> None:
+        ready = self._ready[link.stage_id]
+        if not ready.done():
+            ready.set_result(None)
 
-    def _route(self, stage: _Stage, outputs: list[tuple[str, Any, bool]]) -> None:
-        last = stage.stage_id == len(self._stages) - 1
-        for request_id, payload, finished in outputs:
-            req = self._requests.get(request_id)
-            if req is None or req.stage != stage.stage_id:
-                continue  # aborted or already answered
-            if stage.spec.emit:
-                req.queue.put_nowait(StageResult(request_id, stage.stage_id, payload, finished))
-            if finished:
-                if last:
-                    del self._requests[request_id]
-                    req.queue.put_nowait(_END)
-                else:
-                    req.stage += 1
-                    self._send_to_stage(
-                        req.stage, request_id, pack(Kind.ADD, pickle.dumps((request_id, payload), protocol=5))
-                    )
+    def on_startup_failed(self, link: StageLink, details: OmniErrorDetails, traceback: str) -> None:
+        logger.error("stage %d (%s) failed to start; its traceback:\n%s", link.stage_id, link.where, traceback)
+        self._die(details, ExitCode.STARTUP_FAILURE)
 
-    def _on_exit(self, stage: _Stage) -> None:
-        assert self._loop is not None
-        self._loop.remove_reader(stage.proc.sentinel)
-        stage.proc.join(0)
-        stage.exited = True
-        code = stage.proc.exitcode
-        if self._state in ("stopping", "stopped") or self._dead_error is not None:
-            return
-        last_words = self._board.read_last_words(stage.stage_id) if self._board is not None else None
-        reason = f"stage {stage.stage_id} exited unexpectedly (exit code {code})"
-        details = last_words or fatal_record(stage_id=stage.stage_id)
-        logger.critical("stage %d exited unexpectedly with code %s", stage.stage_id, code)
-        self._schedule_die(details, self._code_for(code), None if last_words else reason)
+    def on_outputs(self, link: StageLink, outputs: Sequence[Output]) -> None:
+        stage = link.stage_id
+        last = stage == len(self._links) - 1
+        for request_id, payload in self._requests.route(stage, outputs, emit=self._emit[stage], last=last):
+            try:
+                self._links[stage + 1].add(request_id, payload)
+            except LinkFullError as exc:
+                logger.warning("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
+                self._requests.fail(request_id, _overloaded(stage + 1, request_id, exc))
+            except LinkPayloadError as exc:
+                logger.error("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
+                self._requests.fail(request_id, _unpassable(stage + 1, request_id))
 
-    def _on_channel_closed(self, stage: _Stage, exc: BaseException | None, which: str) -> None:
-        if self._state in ("stopping", "stopped") or self._dead_error is not None:
-            return
-        assert self._loop is not None
-        # EOF usually means the stage is exiting: give the sentinel a moment to say how it ended.
-        self._loop.call_later(0.2, self._channel_verdict, stage, exc, which)
+    def on_request_error(self, link: StageLink, details: OmniErrorDetails) -> None:
+        self._requests.fail(details.request_id or "", details, at_stage=link.stage_id)
 
-    def _channel_verdict(self, stage: _Stage, exc: BaseException | None, which: str) -> None:
-        if self._dead_error is not None or self._state in ("stopping", "stopped"):
-            return
-        if not stage.proc.is_alive():
-            self._on_exit(stage)
-            return
-        logger.critical("stage %d: %s channel broke (%s)", stage.stage_id, which, exc or "EOF")
-        reason = f"the {which} channel of stage {stage.stage_id} broke"
-        self._schedule_die(fatal_record(stage_id=stage.stage_id), ExitCode.BROKEN_IPC, reason)
+    def on_fatal(self, link: StageLink, details: OmniErrorDetails, code: ExitCode) -> None:
+        logger.critical("stage %d (%s) reported a fatal %s", link.stage_id, link.where, details.error_type)
+        self._die(details, code)
 
-    @staticmethod
-    def _code_for(child_code: int | None) -> ExitCode:
-        if child_code is not None:
-            with contextlib.suppress(ValueError):
-                code = ExitCode(child_code)
-                if code is not ExitCode.OK:
-                    return code
-        return ExitCode.STAGE_LOST
+    def on_lost(self, link: StageLink, details: OmniErrorDetails | None, code: ExitCode, reason: str) -> None:
+        if not self._state.live:
+            return  # stopping anyway: a stage leaving is expected
+        logger.critical("stage %d (%s): %s", link.stage_id, link.where, reason)
+        record = details or fatal_record(stage_id=link.stage_id)
+        self._die(record, code, None if details else reason)
 
-    # -- requests --------------------------------------------------------------------------
-
-    def _send_to_stage(self, stage_id: int, request_id: str | None, data: bytes) -> None:
-        self._write(self._stages[stage_id], data)
-
-    def _write(self, stage: _Stage, data: bytes) -> None:
-        writer = stage.writer
-        if writer is None or writer.is_closing():
-            return
-        writer.write(len(data).to_bytes(4, "big", signed=True) + data)
-
-    def _fail_request(self, request_id: str, details: OmniErrorDetails) -> None:
-        req = self._requests.pop(request_id, None)
-        if req is not None:
-            req.queue.put_nowait(details.replace(request_id=request_id))
-
-    def _answer_all(self, details: OmniErrorDetails) -> None:
-        requests, self._requests = self._requests, {}
-        for rid, req in requests.items():
-            req.queue.put_nowait(details.replace(request_id=rid))
+    # -- the watchdog ----------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        cfg = self.config
         assert self._loop is not None
-        while self._dead_error is None and self._state in ("starting", "running", "draining"):
-            await asyncio.sleep(cfg.watchdog_interval)
-            now = self._loop.time()
-            for rid, req in list(self._requests.items()):
-                if req.deadline is not None and now > req.deadline:
-                    self._fail_request(
-                        rid, lifecycle_error("timeout", f"Request timed out in stage {req.stage}", stage_id=req.stage)
-                    )
-                    self._send_to_stage(req.stage, None, pack(Kind.ABORT, rid.encode()))
-            if self._state in ("running", "draining"):
-                self._check_heartbeats(time.monotonic_ns())
-
-    def _check_heartbeats(self, now_ns: int) -> None:
-        assert self._board is not None
-        cfg = self.config
-        for stage in self._stages:
-            age = (now_ns - self._board.last_beat(stage.stage_id)) / 1e9
-            if age <= cfg.heartbeat_timeout:
-                if stage.hung_since is not None:
-                    logger.warning("stage %d is answering again", stage.stage_id)
-                stage.hung_since = None
-                continue
-            if stage.hung_since is None:
-                stage.hung_since = now_ns / 1e9
-                logger.error("stage %d: no heartbeat for %.1fs; failing its requests with 504", stage.stage_id, age)
-                for rid, req in list(self._requests.items()):
-                    if req.stage == stage.stage_id:
-                        self._fail_request(
-                            rid,
-                            lifecycle_error(
-                                "timeout", f"Stage {stage.stage_id} stopped responding", stage_id=stage.stage_id
-                            ),
-                        )
-            elif now_ns / 1e9 - stage.hung_since > cfg.hang_grace:
-                reason = f"stage {stage.stage_id} stopped responding"
-                self._schedule_die(fatal_record(stage_id=stage.stage_id), ExitCode.STAGE_HUNG, reason)
+        watchdog = Watchdog(self.config, self._links, self._requests, self._die)
+        while self._state.live:
+            await asyncio.sleep(self.config.watchdog_interval)
+            watchdog.tick(self._loop.time(), serving=self._state in (State.RUNNING, State.DRAINING))
 
     # -- failing and stopping --------------------------------------------------------------
 
-    def _schedule_die(self, details: OmniErrorDetails, code: ExitCode, reason: str | None = None) -> None:
-        """Answer everything now (synchronously, inside the callback that saw the failure).
+    def _move(self, target: State) -> bool:
+        if not transition(self._state, target):
+            return False
+        logger.debug("supervisor: %s -> %s", self._state.value, target.value)
+        self._state = target
+        return True
+
+    def _die(self, details: OmniErrorDetails, code: ExitCode, reason: str | None = None) -> None:
+        """Answer everything now (synchronously, inside the callback that saw the failure), then stop.
 
         `reason` is for the logs and StageStartupError; clients get the canonical record."""
-        if self._dead_error is not None:
+        starting = self._state is State.STARTING
+        if not self._move(State.DEAD):
             return
         self._dead_reason = reason or details.message
-        if self._state == "starting":
+        if starting:
             code = ExitCode.STARTUP_FAILURE
         if not (details.fatal and details.category == "server"):
             # At startup the message is the root cause (no client sees it before StageStartupError);
             # at runtime every request gets the canonical fatal record.
-            root_cause = details.message if self._state == "starting" else None
+            root_cause = details.message if starting else None
             details = fatal_record(stage_id=details.stage_id, root_cause=root_cause)
         self._dead_error = details
         self._exit_code = int(code)
-        self._state = "dead"
+        answered = self._requests.fail_all(details)
         logger.critical(
-            "pipeline dead: stage %s: %s (exit code %d); answering %d requests, stopping stages",
+            "pipeline dead: stage %s: %s (exit code %d); answered %d requests, stopping stages",
             details.stage_id,
             self._dead_reason,
             int(code),
-            len(self._requests),
+            answered,
         )
-        self._answer_all(details)
-        for stage in self._stages:
-            if not stage.ready.done():
-                stage.ready.set_exception(StageStartupError(details))
-                stage.ready.exception()  # retrieved: the failure is raised from start() instead
+        for ready in self._ready:
+            if not ready.done():
+                ready.set_exception(StageStartupError(details))
+                ready.exception()  # retrieved: the failure is raised from start() instead
         self._start_stop()
-
-    async def _die(self, details: OmniErrorDetails, code: ExitCode, reason: str | None = None) -> None:
-        self._schedule_die(details, code, reason)
-        if self._stop_task is not None:
-            await asyncio.shield(self._stop_task)
 
     def _start_stop(self) -> None:
         if self._stop_task is None:
-            self._stop_task = asyncio.ensure_future(self._stop_all())
+            self._stop = StopPlan(self._links, self.config.stop_timeout)
+            self._stop_task = asyncio.ensure_future(self._run_stop(self._stop))
 
-    async def _stop_all(self) -> None:
-        cfg = self.config
+    async def _run_stop(self, plan: StopPlan) -> None:
         try:
-            # One deadline for every stage (told SHUTDOWN or not): SIGTERM now, SIGKILL at stop_timeout.
-            # The worker's handler only records SIGTERM, so a healthy stage still shuts its engine down.
-            for stage in self._stages:
-                if stage.proc.pid is not None and stage.proc.exitcode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(stage.proc.pid, signal.SIGTERM)
-            await self._wait_exit(cfg.stop_timeout)
-            for stage in self._stages:
-                if stage.proc.pid is not None and stage.proc.exitcode is None:
-                    logger.error("stage %d ignored SIGTERM for %.1fs; SIGKILL", stage.stage_id, cfg.stop_timeout)
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(stage.proc.pid, signal.SIGKILL)
-            await self._wait_exit(cfg.stop_timeout)
+            await plan.run()
         finally:
             self._release()
 
-    async def _wait_exit(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if all(s.proc.pid is None or s.proc.exitcode is not None for s in self._stages):
-                return
-            await asyncio.sleep(0.01)
-
     def _release(self) -> None:
-        loop = self._loop
-        for stage in self._stages:
-            if loop is not None and not stage.exited and stage.proc.pid is not None:
-                loop.remove_reader(stage.proc.sentinel)
-            for transport in (stage.reader, stage.writer):
-                if transport is not None:
-                    transport.close()
-        if self._board is not None:
-            self._board.unlink()
-        if self._finalizer is not None:
-            self._finalizer.cancel()
+        self._stages.release()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        if self._signals is not None:
-            self._signals.remove()
-        if self._state != "dead":
-            self._state = "stopped"
-        assert self._stopped is not None
+        self.remove_signal_handlers()
+        self._move(State.STOPPED)
         self._stopped.set()
         for callback in self._dead_callbacks:
             try:
@@ -536,38 +383,20 @@ class Supervisor:
             except Exception:
                 logger.exception("dead callback failed")
 
-    # -- signals ---------------------------------------------------------------------------
 
-    def _on_signal(self, signum: int) -> None:
-        logger.warning("received %s; stopping the pipeline", signal.Signals(signum).name)
-        drain = self.config.drain_timeout if signum == signal.SIGTERM else 0.0
-        self._signal_task = asyncio.ensure_future(
-            self.shutdown(drain_timeout=drain, exit_code=exit_code_for_signal(signum))
-        )
-
-    def _on_force(self, signum: int) -> None:
-        logger.warning("second %s: killing every stage now", signal.Signals(signum).name)
-        self._exit_code = self._exit_code or exit_code_for_signal(signum)
-        if self._state not in ("dead",):
-            self._state = "stopping"
-        self._answer_all(lifecycle_error("unavailable", "The server is shutting down", stage_id=None))
-        for stage in self._stages:
-            if stage.proc.pid is not None and stage.proc.exitcode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(stage.proc.pid, signal.SIGKILL)
-        self._start_stop()
+def _shutting_down() -> OmniErrorDetails:
+    return lifecycle_error("unavailable", "The server is shutting down", stage_id=None)
 
 
-def _emergency_stop(stages: list[_Stage], board: StatusBoard, config: LifecycleConfig) -> None:
-    """Interpreter exit without `shutdown()`: stop the stages before multiprocessing joins them."""
-    for stage in stages:
-        with contextlib.suppress(Exception):
-            if stage.proc.is_alive():
-                stage.proc.terminate()
-    for stage in stages:
-        with contextlib.suppress(Exception):
-            stage.proc.join(config.stop_timeout)
-            if stage.proc.is_alive():
-                stage.proc.kill()
-                stage.proc.join(config.stop_timeout)
-    board.unlink()
+def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None = None) -> OmniErrorDetails:
+    """503: a bounded queue is full (the in-flight limit, a link's high-water mark), or the remote
+    stage's connection is down (its deadline then decides whether the stage is lost)."""
+    what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
+    state = "unreachable" if exc is not None and exc.unreachable else "at capacity"
+    return lifecycle_error("unavailable", f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
+
+
+def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:
+    """500: an output that the next stage's link cannot carry (a pipeline defect, not the client's)."""
+    message = f"The request could not be passed to stage {stage_id}"
+    return OmniErrorDetails(message, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id)

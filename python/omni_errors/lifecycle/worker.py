@@ -1,36 +1,33 @@
-"""The loop a stage process runs around its engine.
+"""The loop a stage process runs around its engine, over any `links.WorkerLink`.
 
-`run_stage` is the spawn target. It builds the engine under try/except and answers READY or
-FAILED(details) as its first message (the startup handshake, seed 004), then serves: requests in,
-outputs and per-request error frames out. A per-request failure is that request's error frame and
-the stage keeps serving. A fatal failure (fatal by type, or anything escaping `step()` or the loop)
-is logged here with its traceback, written to the status board, sent as one FATAL frame, the
-engine's `shutdown()` runs under a deadline, and the process exits with a code from `ExitCode`.
-The fatal frame goes out before `shutdown()` so clients are answered without waiting for cleanup.
+`serve_stage` builds the engine under try/except and answers READY or FAILED(details) as its first
+message (the startup handshake, seed 004), then serves: requests in, outputs and per-request error
+frames out. A per-request failure is that request's error frame and the stage keeps serving. A
+fatal failure (fatal by type, or anything escaping `step()` or the loop) is logged here with its
+traceback, sent as the FATAL last words, the engine's `shutdown()` runs under a deadline, and the
+stage exits with a code from `ExitCode`. The last words go out before `shutdown()` so clients are
+answered without waiting for cleanup. The link is local (`local.run_local_stage`, the spawn
+target) or remote (`remote.client.run_remote_stage`); this loop does not know which.
 """
 
 from __future__ import annotations
 
 import logging
-import pickle
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import omni_errors
-from omni_errors import OmniErrorDetails
-from omni_errors.lifecycle.channels import Kind, StatusBoard, pack, pack_failed
 from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.failures import classify_failure, fatal_cause
+from omni_errors.lifecycle.links import Abort, Add, LinkClosedError, Output, Shutdown, WorkerLink
 from omni_errors.lifecycle.signals import SignalLatch
 
-__all__ = ["WorkerConfig", "run_stage"]
+__all__ = ["WorkerConfig", "serve_stage"]
 
 logger = logging.getLogger("omni_errors.lifecycle.worker")
 
@@ -58,61 +55,41 @@ class _Stop(Exception):
         self.code = code
 
 
-def run_stage(
-    stage_id: int,
-    spec: StageSpec,
-    conn_in: Connection,
-    conn_out: Connection,
-    board_name: str,
-    slots: int,
-    config: WorkerConfig,
-) -> None:
-    """Spawn target of a stage process; ends with SystemExit(code) (multiprocessing reports it)."""
+def serve_stage(stage_id: int, spec: StageSpec, link: WorkerLink, config: WorkerConfig) -> int:
+    """Run the stage until it stops; returns the exit code (the caller exits with it)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.INFO, format=f"(stage {stage_id} pid %(process)d) %(levelname)s %(name)s: %(message)s"
         )
     latch = SignalLatch()
     latch.install()
-    board = StatusBoard.attach(board_name, slots)
-    worker = _Worker(stage_id, conn_in, conn_out, board, latch, config)
+    code = int(ExitCode.BROKEN_IPC)
     try:
-        code = worker.main(spec)
+        code = _Worker(stage_id, link, latch, config).main(spec)
     finally:
-        board.close()
         latch.close()
-        conn_in.close()
-        conn_out.close()
-    sys.exit(int(code))
+        link.close(code)
+    return code
 
 
 class _Worker:
-    def __init__(
-        self,
-        stage_id: int,
-        conn_in: Connection,
-        conn_out: Connection,
-        board: StatusBoard,
-        latch: SignalLatch,
-        config: WorkerConfig,
-    ) -> None:
+    def __init__(self, stage_id: int, link: WorkerLink, latch: SignalLatch, config: WorkerConfig) -> None:
         self.stage_id = stage_id
-        self.conn_in = conn_in
-        self.conn_out = conn_out
-        self.board = board
+        self.link = link
         self.latch = latch
         self.config = config
         self.engine: StageEngine | None = None
 
     def main(self, spec: StageSpec) -> int:
-        self.board.beat(self.stage_id, time.monotonic_ns())
+        self.link.beat(time.monotonic_ns())
         try:
             self.engine = spec.build()
         except BaseException as exc:
             return self._startup_failed(exc)
         forced = False
         try:
-            self._send(pack(Kind.READY))
+            self.link.beat(time.monotonic_ns())  # building took a while: that was not a hang
+            self._send(self.link.ready)
             self._loop()
             return int(ExitCode.OK)  # pragma: no cover - _loop only ends by raising
         except _Stop as stop:
@@ -135,12 +112,7 @@ class _Worker:
         tb = "".join(traceback.format_exception(exc))
         logger.error("stage %d failed to start:\n%s", self.stage_id, tb)
         # Not forced to the generic fatal text: the supervisor raises StageStartupError with this root cause.
-        details = classify_failure(exc, request_id=None, stage_id=self.stage_id)
-        self.board.write_last_words(self.stage_id, details)
-        try:
-            self._send(pack_failed(details, tb))
-        except OSError:
-            pass  # the supervisor reads the status board instead
+        self.link.failed(classify_failure(exc, request_id=None, stage_id=self.stage_id), tb)
         return int(ExitCode.STARTUP_FAILURE)
 
     # -- serving ---------------------------------------------------------------------------
@@ -149,7 +121,7 @@ class _Worker:
         engine = self.engine
         assert engine is not None
         while True:
-            self.board.beat(self.stage_id, time.monotonic_ns())
+            self.link.beat(time.monotonic_ns())
             if self.latch.signum is not None:
                 raise _Stop(exit_code_for_signal(self.latch.signum))
             busy = engine.has_unfinished_requests()
@@ -158,65 +130,59 @@ class _Worker:
                 self._step(engine)
 
     def _receive(self, timeout: float) -> None:
-        ready = wait([self.conn_in, self.latch.wake_fd], timeout)
-        if self.latch.wake_fd in ready:
-            self.latch.drain()
-        if self.conn_in not in ready:
+        ready = self.link.wait(timeout, self.latch.wake_fd)
+        self.latch.drain()
+        if not ready:
             return
-        for _ in range(_MAX_MESSAGES_PER_TURN):
-            try:
-                msg = self.conn_in.recv_bytes()
-            except (EOFError, OSError) as exc:
-                logger.error("stage %d: request channel closed (%s); supervisor gone", self.stage_id, exc)
-                raise _Stop(int(ExitCode.BROKEN_IPC)) from exc
-            self._handle(msg)
-            if not self.conn_in.poll(0):
-                return
-
-    def _handle(self, msg: bytes) -> None:
+        try:
+            commands = self.link.commands(_MAX_MESSAGES_PER_TURN)
+        except LinkClosedError as exc:
+            logger.error("stage %d: %s; supervisor gone", self.stage_id, exc)
+            raise _Stop(int(ExitCode.BROKEN_IPC)) from exc
         engine = self.engine
         assert engine is not None
-        kind, body = msg[0], memoryview(msg)[1:]
-        if kind == Kind.ADD:
-            request_id, payload = pickle.loads(body)
-            self._guard(request_id, engine.add_request, request_id, payload)
-        elif kind == Kind.ABORT:
-            request_id = bytes(body).decode()
-            self._guard(request_id, engine.abort_request, request_id)
-        elif kind == Kind.SHUTDOWN:
-            raise _Stop(int(ExitCode.OK))
-        else:
-            raise _Fatal(ValueError(f"unknown message kind {kind} from supervisor"), ExitCode.BROKEN_IPC)
+        for command in commands:
+            if isinstance(command, Add):
+                self._guard(command.request_id, engine.add_request, command.request_id, command.payload)
+            elif isinstance(command, Abort):
+                self._guard(command.request_id, engine.abort_request, command.request_id)
+            elif isinstance(command, Shutdown):
+                raise _Stop(int(ExitCode.OK))
 
     def _guard(self, request_id: str, fn: Callable[..., Any], *args: Any) -> None:
         try:
             fn(*args)
         except Exception as exc:
-            self._request_failed(request_id, exc)
+            frame = self._request_failed(request_id, exc)
+            self._send(self.link.request_errors, [frame])
 
     def _step(self, engine: StageEngine) -> None:
-        outputs = []
-        for item in engine.step():  # an exception here escapes the loop: fatal
-            if isinstance(item, RequestFailure):
-                self._request_failed(item.request_id, item.error)
-            else:
-                outputs.append(tuple(item))
+        outputs: list[Output] = []
+        errors: list[bytes] = []
+        try:
+            for item in engine.step():  # an exception here escapes the loop: fatal
+                if isinstance(item, RequestFailure):
+                    errors.append(self._request_failed(item.request_id, item.error))
+                else:
+                    outputs.append((item[0], item[1], item[2]))
+        finally:
+            if errors:  # one message for the step's failures: a burst costs one send, not thousands
+                self._send(self.link.request_errors, errors)
         if outputs:
-            self._send(pack(Kind.OUTPUTS, pickle.dumps(outputs, protocol=5)))
+            self._send(self.link.outputs, outputs)
 
-    def _request_failed(self, request_id: str, exc: BaseException) -> None:
+    def _request_failed(self, request_id: str, exc: BaseException) -> bytes:
         fatal = fatal_cause(exc)
         if fatal is not None:
             raise _Fatal(exc, fatal[1])
         logger.warning("stage %d: request %s failed: %s: %s", self.stage_id, request_id, type(exc).__name__, exc)
-        details = classify_failure(exc, request_id=request_id, stage_id=self.stage_id)
-        self._send(pack(Kind.REQUEST_ERROR, omni_errors.encode(details)))
+        return omni_errors.encode(classify_failure(exc, request_id=request_id, stage_id=self.stage_id))
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, send: Callable[..., None], *args: Any) -> None:
         try:
-            self.conn_out.send_bytes(data)
-        except OSError as exc:  # EPIPE: the supervisor is gone
-            logger.error("stage %d: result channel broken (%s)", self.stage_id, exc)
+            send(*args)
+        except LinkClosedError as exc:
+            logger.error("stage %d: %s; supervisor gone", self.stage_id, exc)
             raise _Stop(int(ExitCode.BROKEN_IPC)) from exc
 
     # -- fatal exit ------------------------------------------------------------------------
@@ -230,14 +196,8 @@ class _Worker:
             "".join(traceback.format_exception(exc)),
         )
         cause = fatal_cause(exc)
-        details: OmniErrorDetails = classify_failure(
-            cause[0] if cause else exc, request_id=None, stage_id=self.stage_id, fatal=True
-        )
-        self.board.write_last_words(self.stage_id, details)
-        try:
-            self.conn_out.send_bytes(pack(Kind.FATAL, bytes((int(code),)) + omni_errors.encode(details)))
-        except OSError:
-            logger.error("stage %d: could not send the fatal frame; it is on the status board", self.stage_id)
+        details = classify_failure(cause[0] if cause else exc, request_id=None, stage_id=self.stage_id, fatal=True)
+        self.link.fatal(details, code)
         return int(code)
 
     def _shutdown_engine(self) -> None:

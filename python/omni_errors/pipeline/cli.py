@@ -1,5 +1,5 @@
-"""`omni-errors serve`: `add_command(sub)` registers it on the project CLI's subparsers; `main()` is
-`python -m omni_errors.pipeline serve` (what the chaos harness starts)."""
+"""`omni-errors serve` and `stage`: `add_command(sub)` registers them on the project CLI's subparsers;
+`main()` is `python -m omni_errors.pipeline serve` (what the chaos harness starts)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,17 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote.config import LinkConfigError
+    from omni_errors.pipeline.remote import USAGE, link_config
+
+    try:  # before anything heavy is imported: a wrong flag or key file is said at once
+        link = link_config(args)
+        if link is not None:
+            link.load_keys()
+    except LinkConfigError as exc:
+        sys.stderr.write(f"omni-errors serve: {exc}\n")
+        return USAGE
+
     import asyncio
 
     from omni_errors.lifecycle import LifecycleConfig
@@ -84,7 +95,9 @@ def _run_serve(args: argparse.Namespace) -> int:
             fault_stage=args.fault_stage,
             fault_after=args.fault_after,
             fault_marker=args.fault_marker,
+            remote=tuple(dict.fromkeys(args.remote_stage)),
         ),
+        link=link,
         lifecycle=LifecycleConfig(
             startup_timeout=args.startup_timeout,
             heartbeat_timeout=args.stage_timeout,
@@ -101,15 +114,22 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `serve` on the project CLI's subparsers."""
+    """Register `serve` and `stage` on the project CLI's subparsers."""
+    from omni_errors.pipeline.remote import TWO_HOSTS, add_link_arguments, add_stage_command
+
     serve = sub.add_parser(
         "serve",
         help="serve the reference thinker/talker/code2wav pipeline (OpenAI-style API)",
         description="Start three stage processes (thinker, talker, code2wav: tiny torch models on the CPU) "
-        "and an OpenAI-style API in front of them. Exits non-zero when the pipeline dies.",
+        "and an OpenAI-style API in front of them; with --remote-stage, a stage joins from another host "
+        "instead. Exits non-zero when the pipeline dies (exit codes: docs/lifecycle.md).",
+        epilog=TWO_HOSTS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _serve_args(serve)
+    add_link_arguments(serve)
     serve.set_defaults(func=_run_serve)
+    add_stage_command(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

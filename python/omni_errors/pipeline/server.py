@@ -14,7 +14,6 @@ import asyncio
 import concurrent.futures
 import importlib
 import logging
-import signal
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -22,10 +21,11 @@ from types import FrameType
 
 import uvicorn
 
-from omni_errors.lifecycle import LifecycleConfig, StageStartupError
-from omni_errors.lifecycle.exitcodes import exit_code_for_signal
+from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
 from omni_errors.pipeline.protocol import Limits
-from omni_errors.pipeline.service import PipelineConfig, Service
+from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
 
 __all__ = ["ServeConfig", "serve"]
 
@@ -40,48 +40,38 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    link: LinkConfig | None = None  # where remote stages join (PipelineConfig.remote names them)
 
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn whose signals go to the supervisor first (so in-flight requests are answered),
     and which does not re-raise the signal after serving (the exit code says how it ended)."""
 
-    def __init__(self, config: uvicorn.Config, service: Service, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, config: uvicorn.Config, supervisor: Supervisor, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(config)
-        self._service = service
+        self._supervisor = supervisor
         self._loop = loop
-        self._signals: list[int] = []
-        self._tasks: set[asyncio.Future[None]] = set()
+        self._signals = 0
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self._signals.append(sig)
-        self._loop.call_soon_threadsafe(self._on_signal, sig, len(self._signals))
-
-    def _on_signal(self, sig: int, count: int) -> None:
-        sup = self._service.supervisor
-        if count == 1:
-            drain = sup.config.drain_timeout if sig == signal.SIGTERM else 0.0
-            logger.warning("received %s: stopping the pipeline (drain %.0fs)", signal.Signals(sig).name, drain)
-            task = asyncio.ensure_future(sup.shutdown(drain_timeout=drain, exit_code=exit_code_for_signal(sig)))
-            self._tasks.add(task)
-            self.should_exit = True
-        else:
-            logger.warning("second %s: forcing exit", signal.Signals(sig).name)
+        self._signals += 1
+        self._loop.call_soon_threadsafe(self._supervisor.handle_signal, sig)
+        self.should_exit = True  # stop accepting connections; in-flight ones finish or get 503
+        if self._signals > 1:
             self.force_exit = True
-            force = getattr(sup, "_on_force", None)  # the supervisor's own second-signal path
-            if force is not None:
-                force(sig)
 
 
 async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     """Run until the pipeline stops; returns the process exit code."""
     loop = asyncio.get_running_loop()
-    service = Service(cfg.pipeline, cfg.lifecycle)
+    service = Service(cfg.pipeline, cfg.lifecycle, cfg.link)
     sup = service.supervisor
-    stop_startup = lambda sig: asyncio.ensure_future(sup.shutdown(exit_code=exit_code_for_signal(sig)))  # noqa: E731
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop_startup, sig)
-    logger.info("starting stages thinker, talker, code2wav (step interval %.3fs)", cfg.pipeline.step_interval)
+    sup.install_signal_handlers()  # until uvicorn installs its own, which call the same entry point
+    remote = cfg.pipeline.remote
+    local = [name for name in STAGE_NAMES if name not in remote]
+    logger.info("starting stages %s (step interval %.3fs)", ", ".join(local) or "-", cfg.pipeline.step_interval)
+    if remote and cfg.link is not None:
+        logger.info("waiting for remote stage(s) %s on %s", ", ".join(remote), cfg.link.endpoint)
     try:
         # Import the API layer (vLLM, FastAPI) while the stages load their models in parallel.
         app_import = _import_in_background("omni_errors.pipeline.app")
@@ -95,9 +85,11 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
             exc.reason,
         )
         return sup.exit_code or exc.exit_code
+    except LinkConfigError as exc:  # e.g. the link address is taken or not on this host
+        logger.critical("pipeline failed to start: %s", exc)
+        return int(ExitCode.STARTUP_FAILURE)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+        sup.remove_signal_handlers()
     if not sup.health().ok:
         await sup.wait_dead()
         return sup.exit_code
@@ -115,7 +107,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
         timeout_graceful_shutdown=int(cfg.lifecycle.drain_timeout) + 5,
         access_log=cfg.log_level == "debug",
     )
-    server = _Uvicorn(config, service, loop)
+    server = _Uvicorn(config, sup, loop)
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
     await server.serve(sockets=[sock] if sock is not None else None)
     if sup.health().state in ("running", "starting"):
@@ -152,8 +144,6 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
 
 
 def _code_name(code: int) -> str:
-    from omni_errors.lifecycle.exitcodes import ExitCode
-
     try:
         return ExitCode(code).name.lower()
     except ValueError:
@@ -161,6 +151,4 @@ def _code_name(code: int) -> str:
 
 
 def _stage_name(stage_id: int | None) -> str:
-    from omni_errors.pipeline.service import STAGE_NAMES
-
     return STAGE_NAMES[stage_id] if stage_id is not None and 0 <= stage_id < len(STAGE_NAMES) else "-"

@@ -7,15 +7,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omni_errors.lifecycle import DuplicateRequestError, LifecycleConfig, StageSpec, Supervisor
+from omni_errors.lifecycle.engine import RemoteStageSpec
 
-__all__ = ["Collected", "Event", "PipelineConfig", "Service", "stage_specs"]
+if TYPE_CHECKING:
+    from omni_errors.lifecycle.remote.config import LinkConfig
+
+__all__ = ["ENGINES", "STAGE_NAMES", "Collected", "Event", "PipelineConfig", "Service", "stage_specs"]
 
 logger = logging.getLogger("omni_errors.pipeline")
 
 STAGE_NAMES = ("thinker", "talker", "code2wav")
+#: Each stage's engine, named by string so that the API process never imports torch for them.
+ENGINES = tuple(f"omni_errors.pipeline.stages:{cls}" for cls in ("ThinkerStage", "TalkerStage", "Code2WavStage"))
 
 
 @dataclass(frozen=True)
@@ -27,13 +33,15 @@ class PipelineConfig:
     fault_stage: int = 0
     fault_after: int = 0
     fault_marker: str | None = None
+    remote: tuple[str, ...] = ()  # stages that run on other hosts (`omni-errors stage NAME`)
 
 
-def stage_specs(cfg: PipelineConfig) -> list[StageSpec]:
-    specs = []
-    for stage_id, (name, engine) in enumerate(
-        zip(STAGE_NAMES, ("ThinkerStage", "TalkerStage", "Code2WavStage"), strict=True)
-    ):
+def stage_specs(cfg: PipelineConfig) -> list[StageSpec | RemoteStageSpec]:
+    unknown = sorted(set(cfg.remote) - set(STAGE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown remote stage(s) {', '.join(unknown)}; the stages are {', '.join(STAGE_NAMES)}")
+    specs: list[StageSpec | RemoteStageSpec] = []
+    for stage_id, (name, engine) in enumerate(zip(STAGE_NAMES, ENGINES, strict=True)):
         kwargs: dict[str, Any] = {
             "seed": cfg.seed,
             "max_num_seqs": cfg.max_num_seqs[stage_id],
@@ -42,8 +50,10 @@ def stage_specs(cfg: PipelineConfig) -> list[StageSpec]:
         }
         if cfg.fault is not None and cfg.fault_stage == stage_id:
             kwargs.update(fault=cfg.fault, fault_after=cfg.fault_after)
-        # A string names the engine, so this process never imports torch for the stage modules.
-        specs.append(StageSpec(f"omni_errors.pipeline.stages:{engine}", kwargs, name=name, emit=stage_id != 1))
+        if name in cfg.remote:  # the remote host runs the engine; these arguments travel to it
+            specs.append(RemoteStageSpec(name, kwargs, emit=stage_id != 1))
+        else:
+            specs.append(StageSpec(engine, kwargs, name=name, emit=stage_id != 1))
     return specs
 
 
@@ -66,9 +76,9 @@ class Collected:
 
 
 class Service:
-    def __init__(self, pipeline: PipelineConfig, lifecycle: LifecycleConfig) -> None:
+    def __init__(self, pipeline: PipelineConfig, lifecycle: LifecycleConfig, link: LinkConfig | None = None) -> None:
         self.pipeline = pipeline
-        self.supervisor = Supervisor(stage_specs(pipeline), lifecycle)
+        self.supervisor = Supervisor(stage_specs(pipeline), lifecycle, link=link)
 
     def submit(self, payload: dict[str, Any], request_id: str) -> str:
         """Send the request to stage 0 now (so a dead pipeline is an HTTP error, before any byte)."""

@@ -1,8 +1,9 @@
 """The scenario table: every target's scenarios, by name.
 
-Each module here holds one target and its scenarios (`pipeline`: the reference server;
-`vllm_omni`: the real `vllm-omni serve`, with the plugin off and on). A new
-target adds its module and one entry to `_TABLES`; the harness and the CLI read only `SCENARIOS`.
+Each module here holds one target and its scenarios (`pipeline`: the reference server; `remote`:
+the same server with a stage on a second host, so its scenarios share the `pipeline` target's
+run and table; `vllm_omni`: the real `vllm-omni serve`, with the plugin off and on). A new target
+adds its module and one entry to `_TABLES`; the harness and the CLI read only `SCENARIOS`.
 Scenario modules import nothing heavy: loads build their requests when they run.
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from omni_errors.chaos.scenario import Scenario
-from omni_errors.chaos.scenarios import pipeline, vllm_omni
+from omni_errors.chaos.scenarios import pipeline, remote, vllm_omni
 from omni_errors.chaos.target import Target
 
 __all__ = ["SCENARIOS", "TARGETS", "of_target"]
 
-_TABLES: tuple[Iterable[Scenario], ...] = (pipeline.SCENARIOS, vllm_omni.SCENARIOS)
+_TABLES: tuple[Iterable[Scenario], ...] = (pipeline.SCENARIOS, remote.SCENARIOS, vllm_omni.SCENARIOS)
 
 
 def _index(tables: Iterable[Iterable[Scenario]]) -> dict[str, Scenario]:

@@ -16,7 +16,7 @@ from omni_errors.chaos.scenario import Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.lifecycle.exitcodes import ExitCode
 
-__all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget"]
+__all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget", "streams"]
 
 MODEL = "omni-tiny"
 SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must never be echoed
@@ -65,7 +65,7 @@ def _chat(i: int, *, max_tokens: int, audio: bool, stream: bool = True) -> dict[
     }
 
 
-def _streams(n_full: int, max_tokens: int, ok_or: Expect, fault_header: str | None = None) -> Load:
+def streams(n_full: int, max_tokens: int, ok_or: Expect, fault_header: str | None = None) -> Load:
     """n concurrent streaming chats with audio; the first carries `fault_header` (a per-request fault)."""
 
     def load(ctx: Ctx) -> list[tuple[Call, Expect]]:
@@ -156,7 +156,7 @@ SCENARIOS = [
         PIPELINE,
         lambda c: _fault("fatal", 1, max(5, round(200 * c.scale))),
         ExitCode.FATAL_ENGINE,
-        _streams(1000, 48, expect(("ok", 200, None), ("error", 500, 1))),
+        streams(1000, 48, expect(("ok", 200, None), ("error", 500, 1))),
     ),
     Scenario(
         "oom-last",
@@ -164,7 +164,7 @@ SCENARIOS = [
         PIPELINE,
         lambda c: _fault("oom", 2, 3),
         ExitCode.OOM,
-        _streams(200, 16, expect(("ok", 200, None), ("error", 500, 2))),
+        streams(200, 16, expect(("ok", 200, None), ("error", 500, 2))),
     ),
     Scenario(
         "inductor-request",
@@ -172,7 +172,7 @@ SCENARIOS = [
         PIPELINE,
         lambda c: ["--allow-request-faults"],
         ExitCode.FATAL_ENGINE,
-        _streams(100, 32, expect(("ok", 200, None), ("error", 500, 0)), fault_header="inductor;stage=0;after=5"),
+        streams(100, 32, expect(("ok", 200, None), ("error", 500, 0)), fault_header="inductor;stage=0;after=5"),
     ),
     Scenario(
         "startup",
@@ -188,7 +188,7 @@ SCENARIOS = [
         PIPELINE,
         lambda c: _fault("sigkill", 0, 10),
         ExitCode.STAGE_LOST,
-        _streams(200, 32, expect(("ok", 200, None), ("error", 500, 0))),
+        streams(200, 32, expect(("ok", 200, None), ("error", 500, 0))),
     ),
     Scenario(
         "hang-sigint",
@@ -196,7 +196,7 @@ SCENARIOS = [
         PIPELINE,
         lambda c: _fault("hang", 1, 10),
         ExitCode.SIGINT,
-        _streams(200, 32, expect(("ok", 200, None), ("error", 503, None), ("error", 503, 1))),
+        streams(200, 32, expect(("ok", 200, None), ("error", 503, None), ("error", 503, 1))),
         sigint_after_fault=1.5,
     ),
     Scenario(
