@@ -17,8 +17,6 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "python" / "omni_errors"
 TESTS = Path(__file__).resolve().parent
 MAX_LINES = 400
-# Modules over MAX_LINES that state why in their docstring (the state machine is reworked separately).
-STATED = {"omni_errors.lifecycle.supervisor"}
 
 
 def _module_name(path: Path) -> str:
@@ -119,7 +117,7 @@ def test_no_private_name_used_across_modules() -> None:
 
 def test_module_sizes() -> None:
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert set(long) <= STATED, long
+    assert long == {}, long
 
 
 def test_every_light_module_imports_alone() -> None:

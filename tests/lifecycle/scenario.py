@@ -123,9 +123,9 @@ async def run(cfg: dict[str, Any]) -> int:
     await asyncio.gather(*tasks)
     waiter.cancel()
     second = cfg.get("second_wave", 0)
-    if second and not sup.errored:
+    if second and sup.dead_error is None:
         await asyncio.gather(*(one(1000 + i, base) for i in range(second)))
-    emit("answered", results=results, dead=sup.errored, **_stats(sup))
+    emit("answered", results=results, dead=sup.dead_error is not None, **_stats(sup))
     if cfg.get("wait_dead"):
         await sup.wait_dead()
     shm = sup.shm_names

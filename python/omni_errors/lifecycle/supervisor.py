@@ -90,10 +90,6 @@ class Supervisor:
     # -- public API ------------------------------------------------------------------------
 
     @property
-    def errored(self) -> bool:
-        return self._dead_error is not None
-
-    @property
     def dead_error(self) -> OmniErrorDetails | None:
         return self._dead_error
 
