@@ -27,9 +27,11 @@ print(json.dumps({
 
 
 def test_dir_and_star_import_include_the_lazy_names() -> None:
-    out = json.loads(
-        subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, check=True).stdout
-    )
+    # The probe's answer is its last line: importing vLLM 0.30 logs to stdout first.
+    stdout = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    out = json.loads(stdout.splitlines()[-1])
     assert out["light_dir"]  # tab completion does not import vLLM
     for name in ("OmniClientError", "OmniEngineDeadError", "classify", "rebuild", "DecodeError", "OmniErrorDetails"):
         assert name in out["dir"] and name in out["star"]
