@@ -20,7 +20,7 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import InvalidRecordError
 from omni_errors.http_status import identifier, phrase, type_for_status
 
-__all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record"]
+__all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record", "with_ids"]
 
 Category = Literal["client", "server"]
 # Fields of an exception that become public text; returns (message, parameter).
@@ -192,7 +192,7 @@ class RuleTable:
         rule = self.lookup(type(exc), raw_fallbacks=raw_fallbacks, stage_known=stage_id is not None)
         carried = getattr(exc, "details", None) if rule.carrier else None
         if isinstance(carried, OmniErrorDetails):
-            return _with_context(carried, request_id, stage_id)
+            return with_ids(carried, request_id=request_id, stage_id=stage_id)
         category, status = _status_of(exc, rule)
         try:
             message, parameter = _message_of(exc, rule)
@@ -254,7 +254,8 @@ def _message_of(exc: BaseException, rule: Rule) -> tuple[str, str | None]:
     return str(message), parameter if isinstance(parameter, str) else None
 
 
-def _with_context(details: OmniErrorDetails, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
+def with_ids(details: OmniErrorDetails, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
+    """`details` with the request and stage ids it lacks; ids it already has are kept."""
     changes: dict[str, str | int] = {}
     if details.request_id is None and request_id is not None:
         changes["request_id"] = request_id
@@ -264,5 +265,5 @@ def _with_context(details: OmniErrorDetails, request_id: str | None, stage_id: i
         return details
     try:
         return details.replace(**changes)
-    except InvalidRecordError:
+    except InvalidRecordError:  # an id over its limit: the record stays valid without it
         return details

@@ -19,9 +19,10 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from omni_errors.rules import with_ids
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.patching import apply
-from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure, with_ids
+from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
 
 __all__ = ["patch_data", "patch_engine", "patch_proc", "patch_uniproc_executor"]
 

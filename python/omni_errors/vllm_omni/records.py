@@ -21,10 +21,11 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode
 from omni_errors.core_table import fatal_record
-from omni_errors.errors import DecodeError, InvalidRecordError
+from omni_errors.errors import DecodeError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.failures import fatal_cause
+from omni_errors.rules import with_ids
 
 __all__ = [
     "EXIT_KEY",
@@ -36,7 +37,6 @@ __all__ = [
     "frame_fields",
     "output_record",
     "stage_failure",
-    "with_ids",
 ]
 
 RECORD_ATTR = "omni_error"
@@ -64,21 +64,6 @@ def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id
         details = fatal_record(stage_id=details.stage_id, request_id=details.request_id)
     code = cause[1] if cause is not None else ExitCode.FATAL_ENGINE
     return Carried(details, int(code))
-
-
-def with_ids(details: OmniErrorDetails, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
-    """`details` with the request and stage ids it lacks; ids it already has are kept."""
-    changes: dict[str, Any] = {}
-    if details.request_id is None and request_id is not None:
-        changes["request_id"] = request_id
-    if details.stage_id is None and stage_id is not None:
-        changes["stage_id"] = stage_id
-    if not changes:
-        return details
-    try:
-        return details.replace(**changes)
-    except InvalidRecordError:  # an id over its limit: the record stays valid without it
-        return details
 
 
 def attach(carrier: Any, value: Carried) -> None:
