@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from omni_errors.chaos.watch import SHM_DIR, alive, children, descendants, kill, shm_entries
+from omni_errors.lifecycle.remote import keys
 
 # Per pytest process: other sessions on the same machine run pipelines with the default prefix.
 SHM_PREFIX = f"omni_lc_t{os.getpid()}_"
@@ -189,3 +190,12 @@ def remote_stage(processes: Tracker, tmp_path: Path) -> Iterator[Any]:
         if run.proc.poll() is None:
             run.proc.kill()
         run.wait(30)
+
+
+@pytest.fixture(scope="module")
+def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CURVE key pairs for the remote-link tests: the server, an allowed stage, and a rogue peer."""
+    d = tmp_path_factory.mktemp("keys")
+    for name in ("server", "stage", "rogue"):
+        keys.generate(d, name)
+    return d

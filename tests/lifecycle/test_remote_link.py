@@ -33,14 +33,6 @@ from omni_errors.lifecycle.remote.protocol import Hello, ProtocolError, SeqCheck
 FOREIGN_PEER = Path(__file__).with_name("foreign_peer.py")
 
 
-@pytest.fixture(scope="module")
-def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("keys")
-    for name in ("server", "stage", "rogue"):
-        keys.generate(d, name)
-    return d
-
-
 def _link(keydir: Path, port: int, **kw: Any) -> LinkConfig:
     return LinkConfig(
         f"tcp://127.0.0.1:{port}", secret_key=keydir / "server.key_secret", allow=(keydir / "stage.key",), **kw

@@ -63,14 +63,6 @@ def _clean_link(net: NetPair) -> Iterator[None]:
     assert net.pids() == [], "a process outlived its test inside the namespaces"
 
 
-@pytest.fixture(scope="module")
-def keydir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("keys")
-    for name in ("server", "stage", "rogue"):
-        keys.generate(d, name)
-    return d
-
-
 def _configs(net: NetPair, keydir: Path, **link: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     endpoint = f"tcp://{net.addr_a}:{next(_ports)}"
     server = {
