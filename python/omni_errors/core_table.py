@@ -26,10 +26,12 @@ __all__ = [
     "FATAL",
     "INDUCTOR_ERROR",
     "OUT_OF_MEMORY",
+    "STAGE_FAILED",
     "TIMEOUT",
     "UNAVAILABLE",
     "classify_core",
     "fatal_record",
+    "stage_failure_record",
 ]
 
 #: vLLM's `EngineDeadError.CLIENT_MESSAGE`, the public text of every fatal record (a test checks
@@ -39,6 +41,15 @@ DEAD_MESSAGE = "The server had an error while processing your request."
 FATAL = Rule("server", 500, "InternalServerError", public_message=DEAD_MESSAGE, fatal=True, summary="Fatal failure")
 TIMEOUT = Rule("server", 504, "GatewayTimeoutError", summary="A deadline expired")
 UNAVAILABLE = Rule("server", 503, "ServiceUnavailableError", summary="Unavailable")
+#: A stage said a request failed but not why (an error output or message with neither text nor
+#: status): the generic server failure, never a guess at the client's fault.
+STAGE_FAILED = Rule(
+    "server",
+    500,
+    "InternalServerError",
+    public_message="Stage request failed",
+    summary="Stage failure without a reason",
+)
 
 #: `torch.OutOfMemoryError` (`torch.cuda.OutOfMemoryError` is the same class).
 OUT_OF_MEMORY = LazyClass("torch", "OutOfMemoryError")
@@ -83,3 +94,9 @@ def fatal_record(
     the supervisor raises as `StageStartupError` before anything is served.
     """
     return FATAL.record(root_cause or DEAD_MESSAGE, request_id=request_id, stage_id=stage_id)
+
+
+def stage_failure_record(*, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
+    """The record of a stage failure that came without text or status (server 500, not fatal)."""
+    assert STAGE_FAILED.public_message is not None
+    return STAGE_FAILED.record(STAGE_FAILED.public_message, request_id=request_id, stage_id=stage_id)

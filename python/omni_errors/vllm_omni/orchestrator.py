@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.core_table import fatal_record
+from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import InvalidRecordError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
@@ -60,14 +60,7 @@ def _from_flat(message: Any) -> OmniErrorDetails:
         return fatal_record(stage_id=message.stage_id, request_id=message.request_id)
     details = from_legacy(message)
     if details is None:  # an error message without text or status
-        return OmniErrorDetails(
-            "Stage request failed",
-            "server",
-            500,
-            "InternalServerError",
-            request_id=message.request_id,
-            stage_id=message.stage_id,
-        )
+        return stage_failure_record(request_id=message.request_id, stage_id=message.stage_id)
     return details
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode
-from omni_errors.core_table import fatal_record
+from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import DecodeError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
@@ -131,7 +131,5 @@ def output_record(output: Any, *, request_id: str | None, stage_id: int | None, 
         flat = output
     details = from_legacy(flat, request_id=request_id, stage_id=stage_id)
     if details is None:  # an error output without text or status
-        details = OmniErrorDetails(
-            "Stage request failed", "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id
-        )
+        details = stage_failure_record(request_id=request_id, stage_id=stage_id)
     return Carried(details)
