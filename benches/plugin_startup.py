@@ -48,7 +48,7 @@ plugin.register()
 elapsed = time.perf_counter() - t0
 print(json.dumps({
     "base_s": base_s, "base_rss_mib": before / 2**20,
-    "ms": elapsed * 1000, "rss_mib": (rss() - before) / 2**20, "status": plugin.status(),
+    "ms": elapsed * 1000, "rss_mib": (rss() - before) / 2**20, "status": plugin.status().decision.value,
 }))
 """
 

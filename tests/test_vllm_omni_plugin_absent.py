@@ -25,7 +25,7 @@ import json, sys
 before = list(sys.meta_path)
 import omni_errors.vllm_omni as plugin
 plugin.register()
-print(json.dumps({"status": plugin.status(), "hooked": sys.meta_path != before,
+print(json.dumps({"status": plugin.status().decision.value, "hooked": sys.meta_path != before,
                   "heavy": sorted(m for m in ("vllm", "torch", "vllm_omni") if m in sys.modules)}))
 """
 
