@@ -19,6 +19,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.rules import with_ids
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
@@ -126,8 +127,8 @@ def make_frame_encoder(module: ModuleType, original: type) -> type:
             if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
                 value = _recorded(exc, request_id=obj.get("request_id"))
                 if value is not None:
-                    if value.details.fatal:
-                        value = Carried(value.details, int(fatal.exit_code() or value.exit_code or 80))
+                    if value.details.fatal:  # the code that wins in this process (the fatal policy)
+                        value = Carried(value.details, int(fatal.note(value.exit_code or ExitCode.FATAL_ENGINE)))
                     obj = {**obj, **frame_fields(value)}
             return super().encode(obj)
 

@@ -21,6 +21,7 @@ from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import InvalidRecordError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.failures import canonical_fatal
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.records import output_record
 
@@ -80,6 +81,7 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     """Answer every in-flight request with `details`, stop the orchestrator, declare the process fatal."""
     if fatal.declared() is not None:
         return
+    details = canonical_fatal(details)
     request_ids = list(orchestrator.request_states)
     for request_id in request_ids:
         await orchestrator.output_async_queue.put(message_cls.of(details.replace(request_id=request_id)))
