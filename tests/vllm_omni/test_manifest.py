@@ -301,3 +301,22 @@ def test_unrelated_edits_are_accepted(package_copy: Path, tmp_path: Path) -> Non
     assert report["hooked"] == hooked
     assert report["imported"] == []
     assert sum("plugin enabled" in line for line in stderr.splitlines()) == 1
+
+
+def test_doctor_names_the_changed_target_and_exits_3(package_copy: Path, tmp_path: Path) -> None:
+    original = _insert(package_copy, "diffusion/diffusion_engine.py", "DiffusionEngine._emit_outputs", "pass")
+    env = {**os.environ, "PYTHONPATH": str(package_copy.parent), "OMNI_ERRORS_CACHE_DIR": str(tmp_path)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"],
+            env={**env, "OMNI_ERRORS_VLLM_OMNI": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        (package_copy / "diffusion/diffusion_engine.py").write_text(original)
+    assert done.returncode == 3
+    report = json.loads(done.stdout)
+    assert report["decision"] == "refused" and report["fatal_exit_codes"] is None
+    assert [t["target"] for t in report["targets"] if t["state"] == "differs"] == [_EMIT]
