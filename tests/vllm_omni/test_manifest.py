@@ -320,3 +320,15 @@ def test_doctor_names_the_changed_target_and_exits_3(package_copy: Path, tmp_pat
     report = json.loads(done.stdout)
     assert report["decision"] == "refused" and report["fatal_exit_codes"] is None
     assert [t["target"] for t in report["targets"] if t["state"] == "differs"] == [_EMIT]
+
+
+def test_the_cache_never_hides_an_edit(package_copy: Path, tmp_path: Path) -> None:
+    first, _ = _register_on(package_copy, tmp_path)  # fills the cache
+    assert first["decision"] == "enabled"
+    original = _insert(package_copy, "diffusion/diffusion_engine.py", "DiffusionEngine._emit_outputs", "pass")
+    try:
+        edited, _ = _register_on(package_copy, tmp_path)  # the same cache: the file's stat changed
+    finally:
+        (package_copy / "diffusion/diffusion_engine.py").write_text(original)
+    restored, _ = _register_on(package_copy, tmp_path)  # the same bytes as before: its facts are cached
+    assert (edited["decision"], restored["decision"]) == ("refused", "enabled")

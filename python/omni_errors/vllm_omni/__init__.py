@@ -17,14 +17,13 @@ original back. `status()` says what was decided, and why; `omni-errors doctor` p
 from __future__ import annotations
 
 import enum
-import importlib.metadata
 import logging
 import os
 import threading
 from dataclasses import dataclass
 from types import ModuleType
 
-from omni_errors.vllm_omni.verify import Check, State
+from omni_errors.vllm_omni.verify import Check, State, check, installed
 
 __all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
 
@@ -79,11 +78,9 @@ def decide() -> Status:
     """What `register()` would decide here, patching nothing (`omni-errors doctor` prints it)."""
     if _disabled():
         return Status(Decision.DISABLED, f"{ENV_VAR}={os.environ.get(ENV_VAR)}")
-    try:
-        version = importlib.metadata.version("vllm-omni")
-    except importlib.metadata.PackageNotFoundError:
+    present, version = installed()
+    if not present:
         return Status(Decision.ABSENT, "vllm-omni is not installed")
-    from omni_errors.vllm_omni.verify import check
 
     checks = tuple(check())
     bad = [c for c in checks if c.state is not State.MATCHES]

@@ -6,9 +6,10 @@ positions and docstrings dropped, so a reformatted or re-documented release stil
 changed body does not. A target also differs when a calling-context assumption (`InExcept`) no
 longer holds in its caller's source.
 
-Parsing the thirteen files costs about a second on a busy machine, so results are cached by the
-SHA-256 of each file's bytes (`OMNI_ERRORS_CACHE_DIR`, default `~/.cache/omni-errors`; an
-unwritable cache is skipped): an unchanged file is hashed, not parsed.
+Parsing the sixteen files costs about a second on a busy machine, so results are cached by the
+SHA-256 of each file's bytes, and each path's digest by its `stat` (`OMNI_ERRORS_CACHE_DIR`,
+default `~/.cache/omni-errors`; an unwritable cache is skipped): a file unchanged since it was
+last seen costs one `stat`.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ __all__ = [
     "check",
     "find_definition",
     "fingerprint_node",
+    "installed",
     "module_file",
 ]
 
 #: Where verified facts are cached (a directory; created on first use).
 CACHE_ENV = "OMNI_ERRORS_CACHE_DIR"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 class State(enum.Enum):
@@ -164,27 +166,49 @@ def _facts(path: Path, data: bytes, wanted: Iterable[str]) -> dict[str, str | bo
     return facts
 
 
+def _stat_key(path: Path) -> str | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    # ctime cannot be set back by tools that preserve mtimes: any rewrite of the file changes it.
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 class _Cache:
-    """Facts by file digest, in one JSON file; any failure to read or write it only costs a parse."""
+    """Facts by file digest, and each path's last digest by its `stat`, in one JSON file: a file
+    unchanged since it was last seen is neither read nor parsed. Any failure to read or write the
+    cache only costs a parse."""
 
     def __init__(self) -> None:
         root = os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "omni-errors")
         self.path = Path(root) / "vllm-omni-sources.json"
         self.dirty = False
+        self.entries: dict[str, dict[str, str | bool | None]] = {}
+        self.seen: dict[str, list[str]] = {}  # path -> [stat key, digest]
         try:
             loaded = json.loads(self.path.read_bytes())
-            self.entries: dict[str, dict[str, str | bool | None]] = (
-                loaded["files"] if loaded.get("version") == _CACHE_VERSION else {}
-            )
+            if loaded.get("version") == _CACHE_VERSION:
+                self.entries, self.seen = dict(loaded["files"]), dict(loaded["paths"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            self.entries = {}
+            pass
 
     def facts(self, path: Path, wanted: set[str]) -> dict[str, str | bool | None] | None:
+        stat = _stat_key(path)
+        if stat is None:
+            return None
+        seen = self.seen.get(str(path))
+        if seen is not None and seen[0] == stat:
+            known = self.entries.get(seen[1])
+            if known is not None and wanted <= known.keys():
+                return known
         try:
             data = path.read_bytes()
         except OSError:
             return None
         digest = hashlib.sha256(data).hexdigest()
+        self.seen[str(path)] = [stat, digest]
+        self.dirty = True
         known = self.entries.get(digest)
         if known is not None and wanted <= known.keys():
             return known
@@ -193,19 +217,45 @@ class _Cache:
         except (SyntaxError, ValueError):
             return None
         self.entries[digest] = {**(known or {}), **computed}
-        self.dirty = True
         return self.entries[digest]
 
     def save(self) -> None:
         if not self.dirty:
             return
+        live = {digest for _, digest in self.seen.values()}  # drop the facts of files no path has now
+        entries = {digest: facts for digest, facts in self.entries.items() if digest in live}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"version": _CACHE_VERSION, "files": self.entries}))
+            tmp.write_text(json.dumps({"version": _CACHE_VERSION, "files": entries, "paths": self.seen}))
             os.replace(tmp, self.path)
         except OSError:
             pass
+
+
+def installed(package: str = "vllm_omni", distribution: str = "vllm-omni") -> tuple[bool, str | None]:
+    """Whether `package` is installed (a regular package, not a namespace), and its version: read
+    from the `.dist-info` beside it (one directory listing), else from `importlib.metadata`."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False, None
+    if spec is None or spec.origin is None:
+        return False, None
+    site = Path(spec.origin).parent.parent
+    prefix = distribution.replace("-", "_") + "-"
+    try:
+        names = [e.name for e in os.scandir(site) if e.name.startswith(prefix) and e.name.endswith(".dist-info")]
+    except OSError:
+        names = []
+    if len(names) == 1:
+        return True, names[0][len(prefix) : -len(".dist-info")]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return True, version(distribution)
+    except PackageNotFoundError:
+        return True, None
 
 
 def _context_key(context: InExcept) -> tuple[str, str]:
