@@ -19,6 +19,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
     yield from serve(tmp_path_factory, plugin=True, subprocess_stage=False)
 
 
+def test_the_plugins_decision_is_logged_and_on_metrics(server: OmniServer) -> None:
+    assert server.metric("omni_errors_vllm_omni_plugin_info", decision="enabled", vllm_omni="0.30.0") == 1
+    assert "omni-errors: plugin enabled for vllm-omni 0.30.0" in server.log()
+
+
 def test_chat_route_internal_error_is_500_internal_server_error_sanitized(server: OmniServer) -> None:
     """Behaviour 4 fixed: a stage-side ValueError is a server fault, typed so, with no paths."""
     response = server.chat("a cat [fault:value]")

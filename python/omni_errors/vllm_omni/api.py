@@ -9,9 +9,10 @@
   exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
 - `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
 - `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
-- `serve_http`: on a fatal failure the HTTP server stops (in-flight requests have been answered),
-  and once it has shut down the process exits with the documented code (`SystemExit`, so every
-  cleanup still runs).
+- `serve_http`: on a fatal failure the HTTP server first writes the answer of every request in
+  flight (`InFlight` counts them; `ANSWER_DEADLINE_S` bounds the wait), then gives what is on its
+  way a last call (`LAST_CALL_S`), then stops; once it has shut down the process exits with the
+  documented code (`SystemExit`, so every cleanup still runs).
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
 
 __all__ = [
+    "ANSWER_DEADLINE_S",
     "API_RAW_FALLBACKS",
     "GRACEFUL_SHUTDOWN_S",
     "LAST_CALL_S",
+    "InFlight",
     "make_abort_internal",
     "make_chat_error_response",
     "make_engine_error_response",
@@ -53,8 +56,41 @@ GRACEFUL_SHUTDOWN_S = 0.5
 #: ...and the server keeps accepting for this long first, answering what arrives with the fatal
 #: record, so that a request already on its way gets an answer instead of a dropped connection.
 LAST_CALL_S = 0.5
+#: Before that last call, every request in flight when the pipeline ended is answered from the
+#: record (the orchestrator has queued its answer): the stop waits until the server has written
+#: them all, for at most this long, so that none is left for uvicorn to cancel with a bare 500.
+ANSWER_DEADLINE_S = 3.0
+_DRAIN_POLL_S = 0.01
 
 _CLIENT_ERROR_REASON = "client_error"
+_tasks: set[asyncio.Task[None]] = set()  # the stop tasks, kept alive until they finish
+
+
+class InFlight:
+    """An ASGI middleware that counts the HTTP requests the server has not finished answering."""
+
+    count = 0  # one API server per process: the count is the process's
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        InFlight.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            InFlight.count -= 1
+
+    @classmethod
+    async def drained(cls, deadline: float) -> bool:
+        """Wait until no request is in flight, or until the loop time `deadline`; True if none is."""
+        loop = asyncio.get_running_loop()
+        while cls.count > 0 and loop.time() < deadline:
+            await asyncio.sleep(_DRAIN_POLL_S)
+        return cls.count == 0
 
 
 def _handled_record() -> OmniErrorDetails | None:
@@ -105,6 +141,7 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
         # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
         # call (uvicorn's lifespan startup) builds it again with these handlers in it.
         app.middleware_stack = None
+        app.add_middleware(InFlight)
         install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
         handler = _cause_first(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
         for cls in (FastAPIHTTPException, HTTPException):
@@ -119,13 +156,25 @@ def make_serve_http(module: ModuleType, original: Any) -> Any:
     async def serve_http(app: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
 
-        def stop(_details: OmniErrorDetails) -> None:
-            def set_exit() -> None:
-                server = getattr(app.state, "server", None)
-                if server is not None:
-                    server.should_exit = True
+        async def answer_then_stop() -> None:
+            # Every request in flight has its answer queued: let the server write them all, then
+            # give what is on its way the last call, then stop (still bounded by the deadline).
+            deadline = loop.time() + ANSWER_DEADLINE_S
+            if not await InFlight.drained(deadline):
+                _log.error("omni-errors: %d request(s) still unanswered after the fatal failure", InFlight.count)
+            await asyncio.sleep(LAST_CALL_S)
+            await InFlight.drained(deadline + LAST_CALL_S)
+            server = getattr(app.state, "server", None)
+            if server is not None:
+                server.should_exit = True
 
-            loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
+        def start_stop() -> None:
+            task = loop.create_task(answer_then_stop())
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+
+        def stop(_details: OmniErrorDetails) -> None:
+            loop.call_soon_threadsafe(start_stop)
 
         def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
             server = getattr(app.state, "server", None)

@@ -240,17 +240,18 @@ TARGETS: tuple[Target, ...] = (
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
            hop="HTTP handlers",
            does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
-                "middleware stack); a route's `HTTPException(500, \"... failed: {exc}\")` raised while handling "
-                "a record-carrying exception renders that record",
+                "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
+                "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
+                "renders that record",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
            {_R030: "70a272d3d5d4ef37"},
            defined_in="vllm.entrypoints.launchers.launcher:serve_http",
            relies_on=("vllm.entrypoints.launchers.launcher:serve_http.app.state.server",),
            hop="server exit",
-           does="on a fatal failure the HTTP server keeps accepting 0.5 s (answering with the fatal record), "
-                "then stops (0.5 s graceful), and the process exits with the documented code through "
-                "`SystemExit` after every cleanup",
+           does="on a fatal failure the HTTP server first writes the answer of every request in flight (at most "
+                "3 s), then keeps accepting 0.5 s (answering with the fatal record), then stops (0.5 s graceful), "
+                "and the process exits with the documented code through `SystemExit` after every cleanup",
            upstream="the launcher exits non-zero when the engine died"),
     Target(f"{_E}.openai.api_server", None, "_create_engine_error_json_response", "api:make_engine_error_response",
            Kind.REPLACE, {_R030: "61f69074f28f2dbd"},
