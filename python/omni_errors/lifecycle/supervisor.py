@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record
+from omni_errors.core_table import fatal_record, stage_failure_record, unavailable_record
 from omni_errors.lifecycle.api import (
     DuplicateRequestError,
     Health,
@@ -34,7 +34,6 @@ from omni_errors.lifecycle.api import (
 )
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
@@ -164,7 +163,7 @@ class Supervisor:
             self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
-            self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
+            self._dead_error or unavailable_record("Startup was interrupted", stage_id=None),
             self._dead_reason or "startup was interrupted",
         )
 
@@ -174,7 +173,7 @@ class Supervisor:
         Raises `error_factory(details)` when not serving (503, or the death's record) and when
         stage 0's queue is at its high-water mark (503)."""
         if not self._state.serving or self._loop is None:
-            details = self._dead_error or lifecycle_error("unavailable", "The pipeline is not serving", stage_id=None)
+            details = self._dead_error or unavailable_record("The pipeline is not serving", stage_id=None)
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
@@ -381,7 +380,7 @@ class Supervisor:
 
 
 def _shutting_down() -> OmniErrorDetails:
-    return lifecycle_error("unavailable", "The server is shutting down", stage_id=None)
+    return unavailable_record("The server is shutting down", stage_id=None)
 
 
 def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None = None) -> OmniErrorDetails:
@@ -389,10 +388,10 @@ def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None
     stage's connection is down (its deadline then decides whether the stage is lost)."""
     what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
     state = "unreachable" if exc is not None and exc.unreachable else "at capacity"
-    return lifecycle_error("unavailable", f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
+    return unavailable_record(f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
 
 
 def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:
     """500: an output that the next stage's link cannot carry (a pipeline defect, not the client's)."""
     message = f"The request could not be passed to stage {stage_id}"
-    return OmniErrorDetails(message, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id)
+    return stage_failure_record(stage_id=stage_id, request_id=request_id, message=message)
