@@ -79,7 +79,7 @@ def test_stage_reports_a_missing_or_open_key(tmp_path: Path) -> None:
 
 def test_a_remote_stage_host_never_imports_vllm() -> None:
     probe = (
-        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.client, omni_errors.pipeline.stages;"
+        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.stage_side, omni_errors.pipeline.stages;"
         "omni_errors.cli.build_parser();"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'fastapi', 'uvicorn')))"
     )

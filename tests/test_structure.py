@@ -133,7 +133,7 @@ def test_every_light_module_imports_alone() -> None:
         "omni_errors.legacy",
         "omni_errors.cli",
         "omni_errors.lifecycle",
-        "omni_errors.chaos.cli",
+        "omni_errors.chaos.command",
         "omni_errors.chaos.harness",
         "omni_errors.pipeline.faults",
     ]

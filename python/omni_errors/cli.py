@@ -54,9 +54,9 @@ def _keys(args: argparse.Namespace) -> int:
 # Commands registered by their own layer's `add_command`. Only the module of the command being run
 # is imported, so that `omni-errors audit` does not pay for the pipeline's imports (~0.2 s).
 LAYER_COMMANDS = {
-    "serve": "omni_errors.pipeline.cli",
-    "stage": "omni_errors.pipeline.cli",
-    "chaos": "omni_errors.chaos.cli",
+    "serve": "omni_errors.pipeline.commands",
+    "stage": "omni_errors.pipeline.commands",
+    "chaos": "omni_errors.chaos.command",
     "audit": "omni_errors.audit.cli",
 }
 

@@ -42,7 +42,7 @@ class Kind(enum.IntEnum):
     ADD = 16  # body: pickle of (request_id, payload)
     ABORT = 17  # body: utf-8 request id
     SHUTDOWN = 18  # body: empty
-    # remote links only (lifecycle/remote/protocol.py gives their bodies)
+    # remote links only (lifecycle/remote/messages.py gives their bodies)
     HELLO = 32  # stage -> supervisor: who it is, its versions
     WELCOME = 33  # supervisor -> stage: the session is open; the engine's arguments, the deadlines
     REFUSED = 34  # supervisor -> stage: why it cannot join

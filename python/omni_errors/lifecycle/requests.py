@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.lifecycle.api import StageResult
 from omni_errors.lifecycle.links import Output
+from omni_errors.lifecycle.supervisor_types import StageResult
 
 __all__ = ["Requests"]
 

@@ -24,14 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
 from omni_errors.core_table import fatal_record, stage_failure_record, unavailable_record
-from omni_errors.lifecycle.api import (
-    DuplicateRequestError,
-    Health,
-    LifecycleConfig,
-    StageResult,
-    StageStartupError,
-    default_error_factory,
-)
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
@@ -40,11 +32,19 @@ from omni_errors.lifecycle.signals import AsyncSignalHandlers
 from omni_errors.lifecycle.stageset import StageSet
 from omni_errors.lifecycle.state import State, transition
 from omni_errors.lifecycle.stopping import StopPlan
+from omni_errors.lifecycle.supervisor_types import (
+    DuplicateRequestError,
+    Health,
+    LifecycleConfig,
+    StageResult,
+    StageStartupError,
+    default_error_factory,
+)
 from omni_errors.lifecycle.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
-    from omni_errors.lifecycle.remote.server import LinkStats
+    from omni_errors.lifecycle.remote.supervisor_side import LinkStats
 
 __all__ = ["Supervisor"]
 

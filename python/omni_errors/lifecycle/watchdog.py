@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 
 from omni_errors import OmniErrorDetails
 from omni_errors.core_table import fatal_record, timeout_record
-from omni_errors.lifecycle.api import LifecycleConfig
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import StageLink
 from omni_errors.lifecycle.requests import Requests
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["Watchdog"]
 

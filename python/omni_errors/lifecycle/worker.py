@@ -7,7 +7,7 @@ fatal failure (fatal by type, or anything escaping `step()` or the loop) is logg
 traceback, sent as the FATAL last words, the engine's `shutdown()` runs under a deadline, and the
 stage exits with a code from `ExitCode`. The last words go out before `shutdown()` so clients are
 answered without waiting for cleanup. The link is local (`local.run_local_stage`, the spawn
-target) or remote (`remote.client.run_remote_stage`); this loop does not know which.
+target) or remote (`remote.stage_side.run_remote_stage`); this loop does not know which.
 """
 
 from __future__ import annotations

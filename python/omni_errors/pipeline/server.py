@@ -24,7 +24,7 @@ import uvicorn
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
-from omni_errors.pipeline.protocol import Limits
+from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
 
 __all__ = ["ServeConfig", "serve"]

@@ -1,6 +1,6 @@
 """One remote stage's session, as the supervisor sees it: `RemoteStageLink`, a `links.StageLink`.
 
-`server.LinkServer` owns the socket and hands this session every message whose routing id is its
+`supervisor_side.LinkServer` owns the socket and hands this session every message whose routing id is its
 stage's; the session checks the sequence numbers, answers to the supervisor (`LinkListener`),
 sends heartbeats and ends itself at its deadline (docs/remote.md: sessions and deadlines).
 """
@@ -21,7 +21,7 @@ from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.links import LinkFullError, LinkListener, LinkPayloadError
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     STAGE_BEAT,
     SUPERVISOR_BEAT,
     Hello,
@@ -34,7 +34,7 @@ from omni_errors.lifecycle.remote.protocol import (
 )
 
 if TYPE_CHECKING:
-    from omni_errors.lifecycle.remote.server import LinkServer
+    from omni_errors.lifecycle.remote.supervisor_side import LinkServer
 
 __all__ = ["RemoteStageLink"]
 

@@ -1,5 +1,5 @@
 """The stage's link I/O thread: owns the DEALER socket to the supervisor, talks to the main
-thread over an inproc PAIR socket (`client.ZmqWorkerLink` is the main thread's end).
+thread over an inproc PAIR socket (`stage_side.ZmqWorkerLink` is the main thread's end).
 
 It sends a heartbeat every interval (with the age of the worker loop's last turn), reads
 everything the supervisor sends so that heartbeats are never stuck behind requests, numbers and
@@ -22,7 +22,7 @@ from zmq.utils.monitor import recv_monitor_message
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import StageConnectConfig, endpoint_host
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     CLOSE,
     LOST,
     STAGE_BEAT,

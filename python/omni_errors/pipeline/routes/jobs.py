@@ -18,7 +18,7 @@ from vllm.exceptions import VLLMValidationError
 
 from omni_errors.exceptions import OmniConflictError
 from omni_errors.pipeline.audio import audio_response_body
-from omni_errors.pipeline.protocol import JobRequest, Limits, speech_payload
+from omni_errors.pipeline.schemas import JobRequest, Limits, speech_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
 

@@ -26,7 +26,7 @@ from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import Abort, Add, Command, LinkClosedError, Output, Shutdown
 from omni_errors.lifecycle.remote.config import StageConnectConfig
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     CLOSE,
     LOST,
     Hello,

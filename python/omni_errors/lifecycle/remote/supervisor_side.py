@@ -22,11 +22,10 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 import omni_errors
-from omni_errors.lifecycle.api import LifecycleConfig
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, endpoint_host
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     LINK_MAJOR,
     Hello,
     ProtocolError,
@@ -36,6 +35,7 @@ from omni_errors.lifecycle.remote.protocol import (
     recv_frames,
 )
 from omni_errors.lifecycle.remote.session import RemoteStageLink
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["LinkServer", "LinkStats"]
 

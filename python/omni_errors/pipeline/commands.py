@@ -75,7 +75,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from omni_errors.lifecycle import LifecycleConfig
-    from omni_errors.pipeline.protocol import Limits
+    from omni_errors.pipeline.schemas import Limits
     from omni_errors.pipeline.server import ServeConfig, serve
     from omni_errors.pipeline.service import PipelineConfig
 
