@@ -258,7 +258,7 @@ def test_full_link_queue_answers_503(keydir: Path, port: int) -> None:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.RCVHWM, 16)
-        curve = _connect(keydir, port).load_keys()
+        curve = keys.stage_keys(_connect(keydir, port))
         assert curve is not None
         sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve
         sock.connect(f"tcp://127.0.0.1:{port}")

@@ -26,7 +26,7 @@ from omni_errors import OmniErrorDetails
 from omni_errors.core_table import fatal_record, stage_failure_record, unavailable_record
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
+from omni_errors.lifecycle.links import LinkPayloadError, LinkRefusedError, Output, Refusal, StageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
 from omni_errors.lifecycle.stageset import StageSet
@@ -117,7 +117,7 @@ class Supervisor:
 
     def health(self) -> Health:
         ok = self._state is State.RUNNING
-        return Health(ok, 200 if ok else 503, self._state.value, self._dead_error)
+        return Health(ok, 200 if ok else 503, self._state, self._dead_error)
 
     def add_dead_callback(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (on the loop) once the supervisor has stopped, e.g. to end uvicorn."""
@@ -183,7 +183,7 @@ class Supervisor:
         timeout = timeout if timeout is not None else self.config.request_timeout
         try:
             self._links[0].add(request_id, payload)
-        except LinkFullError as exc:
+        except LinkRefusedError as exc:
             logger.warning("refusing request %s: %s", request_id, exc)
             raise self._error_factory(_overloaded(0, request_id, exc)) from None
         except LinkPayloadError as exc:
@@ -284,7 +284,7 @@ class Supervisor:
         for request_id, payload in self._requests.route(stage, outputs, emit=self._emit[stage], last=last):
             try:
                 self._links[stage + 1].add(request_id, payload)
-            except LinkFullError as exc:
+            except LinkRefusedError as exc:
                 logger.warning("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
                 self._requests.fail(request_id, _overloaded(stage + 1, request_id, exc))
             except LinkPayloadError as exc:
@@ -383,11 +383,11 @@ def _shutting_down() -> OmniErrorDetails:
     return unavailable_record("The server is shutting down", stage_id=None)
 
 
-def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None = None) -> OmniErrorDetails:
+def _overloaded(stage_id: int | None, request_id: str, exc: LinkRefusedError | None = None) -> OmniErrorDetails:
     """503: a bounded queue is full (the in-flight limit, a link's high-water mark), or the remote
     stage's connection is down (its deadline then decides whether the stage is lost)."""
     what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
-    state = "unreachable" if exc is not None and exc.unreachable else "at capacity"
+    state = exc.refusal.value if exc is not None else Refusal.FULL.value
     return unavailable_record(f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
 
 

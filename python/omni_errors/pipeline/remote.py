@@ -125,6 +125,7 @@ def add_stage_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _run_stage(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote import keys
     from omni_errors.lifecycle.remote.config import LinkConfigError, StageConnectConfig
     from omni_errors.lifecycle.remote.stage_side import run_remote_stage
 
@@ -140,7 +141,7 @@ def _run_stage(args: argparse.Namespace) -> int:
             plaintext=args.plaintext,
             connect_timeout=args.connect_timeout,
         )
-        cfg.load_keys()  # a wrong key file is a usage error, said now
+        keys.stage_keys(cfg)  # a wrong key file is a usage error, said now
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors stage: {exc}\n")
         return USAGE

@@ -24,6 +24,7 @@ import uvicorn
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
+from omni_errors.lifecycle.state import State
 from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
 
@@ -110,7 +111,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     server = _Uvicorn(config, sup, loop)
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
     await server.serve(sockets=[sock] if sock is not None else None)
-    if sup.health().state in ("running", "starting"):
+    if sup.health().state in (State.RUNNING, State.STARTING):
         await sup.shutdown(exit_code=0)
     await sup.wait_dead()
     code = sup.exit_code

@@ -1,7 +1,8 @@
 """What a link is: its endpoint, its keys, its deadlines and its bounds (no pyzmq needed here).
 
-CURVE is the default. Plaintext needs `plaintext=True` *and* a loopback endpoint: frames that
-leave the host are always encrypted and authenticated. docs/remote.md explains every default.
+CURVE is the default; `keys` reads the key files a configuration names. Plaintext needs
+`plaintext=True` *and* a loopback endpoint: frames that leave the host are always encrypted and
+authenticated. docs/remote.md explains every default.
 """
 
 from __future__ import annotations
@@ -105,16 +106,6 @@ class LinkConfig:
             )
         _check_bounds(self.hwm, self.max_message)
 
-    def load_keys(self) -> tuple[bytes, bytes, frozenset[bytes]] | None:
-        """(public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
-        if self.plaintext:
-            return None
-        from omni_errors.lifecycle.remote import keys
-
-        assert self.secret_key is not None
-        public, secret = keys.load_secret(self.secret_key)
-        return public, secret, keys.load_allowed(self.allow)
-
 
 @dataclass(frozen=True)
 class StageConnectConfig:
@@ -143,13 +134,3 @@ class StageConnectConfig:
         if self.connect_timeout <= 0:
             raise LinkConfigError(f"connect timeout {self.connect_timeout}s must be > 0")
         _check_bounds(self.hwm, self.max_message)
-
-    def load_keys(self) -> tuple[bytes, bytes, bytes] | None:
-        """(server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""
-        if self.plaintext:
-            return None
-        from omni_errors.lifecycle.remote import keys
-
-        assert self.secret_key is not None and self.server_key is not None
-        public, secret = keys.load_secret(self.secret_key)
-        return keys.load_public(self.server_key), public, secret

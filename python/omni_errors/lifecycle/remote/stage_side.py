@@ -25,6 +25,7 @@ from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import Abort, Add, Command, LinkClosedError, Output, Shutdown
+from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import StageConnectConfig
 from omni_errors.lifecycle.remote.messages import (
     CLOSE,
@@ -63,7 +64,7 @@ class ZmqWorkerLink:
     def join(cls, cfg: StageConnectConfig, hello: Hello) -> tuple[ZmqWorkerLink, Welcome]:
         """Connect, say HELLO and wait for WELCOME (`cfg.connect_timeout`). Raises StageJoinError,
         or KeyFileError before connecting when a key file is wrong."""
-        curve = cfg.load_keys()
+        curve = keys.stage_keys(cfg)
         ctx: zmq.Context[Any] = zmq.Context()
         pair = ctx.socket(zmq.PAIR)
         inproc = f"inproc://omni-link-{secrets.token_hex(4)}"
