@@ -8,7 +8,7 @@ the delta `register()` adds to it (wall time, VmRSS).
 
     .venv-omni/bin/python benches/plugin_startup.py [--repeat 5]
 
-Run it in the vLLM-Omni environment (`make setup-omni build-omni`); `make bench-omni` does.
+Run it in the vLLM-Omni environment (`make build-omni`); `make bench-omni` does.
 """
 
 from __future__ import annotations

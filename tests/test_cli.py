@@ -98,3 +98,10 @@ def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_every_command_says_which_extra_it_needs() -> None:
+    from omni_errors.cli import EXTRAS, LAYER_COMMANDS
+
+    # A command without an entry would turn a missing dependency into a KeyError.
+    assert set(EXTRAS) == {"bench", "catalog", "keys", *LAYER_COMMANDS}

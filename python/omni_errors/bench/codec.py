@@ -135,8 +135,9 @@ class StageError(Exception):
 
 @dataclass(frozen=True)
 class Case:
-    """One measured operation and its baselines; `targets` are DESIGN.md's goals as ratios to
-    baselines (`records/s` a floor on throughput); `expected` checks what the measured call returns."""
+    """One measured operation and its baselines; `targets` are the project's goals (the README's
+    Benchmarks) as ratios to baselines (`records/s` a floor on throughput); `expected` checks what
+    the measured call returns."""
 
     group: str
     ours: tuple[str, Callable[[], Any]]

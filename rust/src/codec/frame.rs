@@ -165,7 +165,7 @@ pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
             OFF_MAJOR,
         ));
     }
-    // header[OFF_MINOR]: any minor of this major is accepted; its additions are skippable extensions.
+    // header[3] (the minor): any minor of this major is accepted; its additions are skippable extensions.
     let frame_len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
     let frame_len_usize = frame_len as usize;
     if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&frame_len_usize) {
