@@ -36,6 +36,9 @@ class Relay:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, *self.listen)
+        if (self.listen[0], self.port) == self.target:  # it would forward to itself until out of fds
+            await self.close()
+            raise OSError(f"relay on port {self.port} would forward to itself")
 
     @property
     def port(self) -> int:

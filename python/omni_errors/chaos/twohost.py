@@ -48,9 +48,12 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
 
     keys.generate(keydir, "serve")
     keys.generate(keydir, args.stage)
-    link_port = free_port()
-    relay = Relay(("127.0.0.1", 0), ("127.0.0.1", link_port), delay=args.delay)
+    # The relay binds first and holds its port, so the link's port cannot be the relay's own (the
+    # relay would forward to itself). serve binds the link port in its own process a moment later.
+    relay = Relay(("127.0.0.1", 0), ("127.0.0.1", 0), delay=args.delay)
     await relay.start()
+    link_port = free_port()
+    relay.target = ("127.0.0.1", link_port)
     marker = ["--fault-marker", str(args.fault_marker)] if args.fault_marker else []
     serve = subprocess.Popen(
         [args.python, "-m", "omni_errors.pipeline", "serve", *serve_args, *marker, "--remote-stage", args.stage,
