@@ -78,7 +78,8 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
         if stage.poll() is None:
             print(f"twohost: the stage outlived its server by {STAGE_EXIT_GRACE:g}s; SIGKILL", file=sys.stderr)
             stage.kill()
-        print(f"twohost: serve exited {serve.returncode}, stage {args.stage} exited {stage.wait()}", file=sys.stderr)
+        stage_code = stage.wait()  # omni-errors: ignore[OE303]: it exited or was killed just above
+        print(f"twohost: serve exited {serve.returncode}, stage {args.stage} exited {stage_code}", file=sys.stderr)
         return serve.returncode
     finally:
         if partition is not None:
@@ -86,7 +87,7 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
         for proc in (serve, stage):
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait()  # omni-errors: ignore[OE303]: bounded by the SIGKILL just sent
         await relay.close()
 
 

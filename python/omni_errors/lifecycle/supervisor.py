@@ -126,7 +126,7 @@ class Supervisor:
     async def wait_dead(self) -> OmniErrorDetails | None:
         """Wait until every stage is gone and the shm is removed; returns `dead_error`."""
         assert self._state is not State.NEW, "start() first"
-        await self._stopped.wait()
+        await self._stopped.wait()  # omni-errors: ignore[OE303]: the stop plan's SIGKILL bounds it
         return self._dead_error
 
     async def start(self) -> None:
@@ -147,7 +147,8 @@ class Supervisor:
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
         all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*self._ready))
-        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
+        stopping = self._stopped.wait()  # omni-errors: ignore[OE303]: awaited under startup_timeout below
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(stopping)
         done, _ = await asyncio.wait(
             {all_ready, stopped}, timeout=self.config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
         )

@@ -166,7 +166,8 @@ class RemoteStageLink:
         """None once queued (the sequence number is then spent), else why not."""
         if self._status is not SessionStatus.JOINED:
             return Refusal.UNREACHABLE
-        refused = self._server.send(self._routing, [header(kind, self._send_seq), *parts])
+        frames = [header(kind, self._send_seq), *parts]
+        refused = self._server.send(self._routing, frames)  # omni-errors: ignore[OE303]: it is NOBLOCK
         if refused is None:
             self._send_seq += 1
         return refused

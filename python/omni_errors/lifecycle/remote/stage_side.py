@@ -156,7 +156,8 @@ class ZmqWorkerLink:
 
     def _post(self, kind: int, parts: Sequence[bytes] = (), code: int = 0) -> None:
         try:
-            self._pair.send_multipart([header(kind, 0, code), *parts], copy=False)
+            frames = [header(kind, 0, code), *parts]
+            self._pair.send_multipart(frames, copy=False)  # omni-errors: ignore[OE303]: SNDTIMEO is set
         except zmq.Again as exc:
             raise LinkClosedError("the link thread stopped taking messages") from exc
 

@@ -260,4 +260,5 @@ class LinkServer:
         self.stats.refused += 1
         who = f"{hello.host} pid {hello.pid}" if hello else "a peer"
         logger.warning("link: refused %s: %s", who, reason)
-        self.send(routing, [header(Kind.REFUSED), pack({"reason": reason})])
+        body = pack({"reason": reason})
+        self.send(routing, [header(Kind.REFUSED), body])  # omni-errors: ignore[OE303]: send is NOBLOCK
