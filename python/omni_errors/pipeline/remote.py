@@ -54,6 +54,12 @@ def add_link_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--link-bind", default=DEFAULT_LINK, metavar="tcp://ADDR:PORT", help="where remote stages connect (%(default)s)"
     )
+    g.add_argument(
+        "--link-fd",
+        type=int,
+        metavar="FD",
+        help="an inherited listening socket already bound to --link-bind's address (a launcher binds first)",
+    )
     g.add_argument("--link-key", type=Path, metavar="FILE", help="this server's secret key (NAME.key_secret)")
     g.add_argument(
         "--link-allow",
@@ -94,6 +100,7 @@ def link_config(args: argparse.Namespace) -> LinkConfig | None:
         heartbeat_interval=args.link_heartbeat,
         timeout=args.link_timeout,
         stage_timeout=max(15.0, 2 * args.link_timeout),
+        listen_fd=args.link_fd,
     )
 
 

@@ -86,6 +86,9 @@ class LinkConfig:
     hwm: int = 1000  # messages queued per peer and direction (ZMQ high-water mark); then 503
     max_message: int = 16 << 20  # a larger message drops the connection (libzmq's ZMQ_MAXMSGSIZE)
     linger: float = 1.0  # on close, how long queued messages may still go out
+    # A listening TCP socket already bound to `endpoint`, inherited from the parent (libzmq's
+    # ZMQ_USE_FD): a launcher binds first and passes the socket on, never a port to bind later.
+    listen_fd: int | None = None
 
     def __post_init__(self) -> None:
         endpoint_host(self.endpoint)

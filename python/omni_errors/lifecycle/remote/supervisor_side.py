@@ -122,6 +122,8 @@ class LinkServer:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
             sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+        if cfg.listen_fd is not None:
+            sock.setsockopt(zmq.USE_FD, cfg.listen_fd)  # libzmq owns the socket from now on
         try:
             sock.bind(cfg.endpoint)
         except zmq.ZMQError as exc:
