@@ -8,7 +8,8 @@ request with the canonical error (stage id kept), stops every stage through the 
 (`stopping.StopPlan`), releases the shared memory and sockets and marks the supervisor dead; the
 API process then exits with `exit_code` through normal interpreter shutdown. Around it: the
 states and their moves (`state.py`), the request table (`requests.py`), the links and what they
-share (`stageset.py`), the periodic checks (`watchdog.py`) and the kill path (`stopping.py`).
+share (`stageset.py`), the periodic checks (`watchdog.py`), the kill path (`stopping.py`) and the
+records for refused requests (`refusals.py`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record, stage_failure_record, unavailable_record
+from omni_errors.core_table import fatal_record, unavailable_record
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.links import LinkPayloadError, LinkRefusedError, Output, Refusal, StageLink
+from omni_errors.lifecycle.links import LinkPayloadError, LinkRefusedError, Output, StageLink
+from omni_errors.lifecycle.refusals import overloaded, shutting_down, unpassable
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
 from omni_errors.lifecycle.stageset import StageSet
@@ -180,16 +182,16 @@ class Supervisor:
         if request_id in self._requests:
             raise DuplicateRequestError(request_id)
         if len(self._requests) >= self.config.max_inflight:
-            raise self._error_factory(_overloaded(None, request_id))
+            raise self._error_factory(overloaded(None, request_id))
         timeout = timeout if timeout is not None else self.config.request_timeout
         try:
             self._links[0].add(request_id, payload)
         except LinkRefusedError as exc:
             logger.warning("refusing request %s: %s", request_id, exc)
-            raise self._error_factory(_overloaded(0, request_id, exc)) from None
+            raise self._error_factory(overloaded(0, request_id, exc)) from None
         except LinkPayloadError as exc:
             logger.error("refusing request %s: %s", request_id, exc)
-            raise self._error_factory(_unpassable(0, request_id)) from None
+            raise self._error_factory(unpassable(0, request_id)) from None
         self._requests.open(request_id, self._loop.time() + timeout if timeout is not None else None)
         return request_id
 
@@ -220,7 +222,7 @@ class Supervisor:
         if self._state in (State.STARTING, State.RUNNING) or (draining and self._state is State.DRAINING):
             self._exit_code = exit_code
             self._move(State.STOPPING)
-            self._requests.fail_all(_shutting_down())
+            self._requests.fail_all(shutting_down())
             for link in self._links:
                 link.shutdown()
             self._start_stop()
@@ -250,7 +252,7 @@ class Supervisor:
         self._exit_code = self._exit_code or exit_code_for_signal(signum)
         if self._state.live:
             self._move(State.STOPPING)
-        self._requests.fail_all(_shutting_down())
+        self._requests.fail_all(shutting_down())
         if self._state is not State.NEW:
             self._start_stop()
             assert self._stop is not None
@@ -287,10 +289,10 @@ class Supervisor:
                 self._links[stage + 1].add(request_id, payload)
             except LinkRefusedError as exc:
                 logger.warning("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
-                self._requests.fail(request_id, _overloaded(stage + 1, request_id, exc))
+                self._requests.fail(request_id, overloaded(stage + 1, request_id, exc))
             except LinkPayloadError as exc:
                 logger.error("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
-                self._requests.fail(request_id, _unpassable(stage + 1, request_id))
+                self._requests.fail(request_id, unpassable(stage + 1, request_id))
 
     def on_request_error(self, link: StageLink, details: OmniErrorDetails) -> None:
         self._requests.fail(details.request_id or "", details, at_stage=link.stage_id)
@@ -378,21 +380,3 @@ class Supervisor:
                 callback()
             except Exception:
                 logger.exception("dead callback failed")
-
-
-def _shutting_down() -> OmniErrorDetails:
-    return unavailable_record("The server is shutting down", stage_id=None)
-
-
-def _overloaded(stage_id: int | None, request_id: str, exc: LinkRefusedError | None = None) -> OmniErrorDetails:
-    """503: a bounded queue is full (the in-flight limit, a link's high-water mark), or the remote
-    stage's connection is down (its deadline then decides whether the stage is lost)."""
-    what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
-    state = exc.refusal.value if exc is not None else Refusal.FULL.value
-    return unavailable_record(f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
-
-
-def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:
-    """500: an output that the next stage's link cannot carry (a pipeline defect, not the client's)."""
-    message = f"The request could not be passed to stage {stage_id}"
-    return stage_failure_record(stage_id=stage_id, request_id=request_id, message=message)
