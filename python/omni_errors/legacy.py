@@ -153,4 +153,5 @@ def to_legacy(details: OmniErrorDetails, *, kind: LegacyKind = "message") -> dic
             "status_code": details.status_code,
             "error_type": details.error_type,
         }
-    raise ValueError(f"kind must be one of 'message', 'output', 'frame', got {kind!r}")
+    why = f"kind must be one of 'message', 'output', 'frame', got {kind!r}"
+    raise ValueError(why)  # omni-errors: ignore[OE101]: a caller's wrong argument, never served

@@ -195,7 +195,7 @@ class RuleTable:
         category, status = _status_of(exc, rule)
         try:
             message, parameter = _message_of(exc, rule)
-        except Exception:  # a broken __str__ or attribute must not break the error path
+        except Exception:  # omni-errors: ignore[OE202]: a broken __str__ or attribute must not break the error path
             message, parameter = "", None
         if not message.strip():
             message = phrase(status)

@@ -205,7 +205,8 @@ class LocalStageLink:
             self._reported = True
             listener.on_fatal(self, omni_errors.decode(body[1:]), stage_exit_code(body[0]))
         else:
-            raise ValueError(f"unknown message kind {kind} from stage {self.stage_id}")
+            why = f"unknown message kind {kind} from stage {self.stage_id}"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a protocol defect: the reader ends the link
 
     def _on_exit(self) -> None:
         assert self._loop is not None and self._proc is not None

@@ -32,7 +32,8 @@ class StageSet:
         self, specs: Sequence[StageSpec | RemoteStageSpec], config: LifecycleConfig, link: LinkConfig | None
     ) -> None:
         if link is None and any(isinstance(s, RemoteStageSpec) for s in specs):
-            raise ValueError("remote stages need a link: Supervisor(..., link=LinkConfig(...))")
+            why = "remote stages need a link: Supervisor(..., link=LinkConfig(...))"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a caller's wrong configuration
         self.specs = list(specs)
         self.links: list[StageLink] = []
         self._config = config

@@ -66,7 +66,7 @@ class Supervisor:
         error_factory: Callable[[OmniErrorDetails], BaseException] = default_error_factory,
     ) -> None:
         if not stages:
-            raise ValueError("a pipeline needs at least one stage")
+            raise ValueError("a pipeline needs at least one stage")  # omni-errors: ignore[OE101]: a caller's defect
         self.config = config or LifecycleConfig()
         self._stages = StageSet(stages, self.config, link)
         self._links = self._stages.links
@@ -378,5 +378,5 @@ class Supervisor:
         for callback in self._dead_callbacks:
             try:
                 callback()
-            except Exception:
+            except Exception:  # omni-errors: ignore[OE202]: logged; the other callbacks still run
                 logger.exception("dead callback failed")

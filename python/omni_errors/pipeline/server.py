@@ -137,7 +137,7 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
         try:
             importlib.import_module(module)
             future.set_result(None)
-        except BaseException as exc:
+        except BaseException as exc:  # omni-errors: ignore[OE202]: handed to the future's waiter
             future.set_exception(exc)
 
     threading.Thread(target=run, name="import-api", daemon=True).start()

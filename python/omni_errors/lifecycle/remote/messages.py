@@ -189,7 +189,8 @@ def _mapping(obj: Any, what: str) -> dict[str, Any]:
 
 def _version(obj: Any) -> tuple[int, int]:
     if not isinstance(obj, Sequence) or len(obj) != 2:
-        raise ValueError(f"version {obj!r} is not [major, minor]")
+        why = f"version {obj!r} is not [major, minor]"
+        raise ValueError(why)  # omni-errors: ignore[OE101]: the decoder raises ProtocolError from it
     return int(obj[0]), int(obj[1])
 
 

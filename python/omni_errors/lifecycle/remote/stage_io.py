@@ -83,7 +83,7 @@ class IoThread(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
-        except Exception:  # the link must end visibly, never silently: the main thread checks `failed`
+        except Exception:  # omni-errors: ignore[OE202]: the link ends visibly: the main thread checks `failed`
             self.failed = True
             logger.exception("stage %d: link thread failed", self._hello.stage_id)
 
@@ -198,7 +198,7 @@ class IoThread(threading.Thread):
                 self._hello.stage_id,
                 int(ExitCode.BROKEN_IPC),
             )
-            os._exit(int(ExitCode.BROKEN_IPC))  # the main thread is stuck in native code: nothing else ends it
+            os._exit(int(ExitCode.BROKEN_IPC))  # omni-errors: ignore[OE301]: the main thread is stuck in native code
 
     def _lose(self, reason: str, now: float) -> None:
         if self._lost:

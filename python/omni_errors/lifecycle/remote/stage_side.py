@@ -172,7 +172,7 @@ def run_remote_stage(stage_id: int, name: str, engine: str, cfg: StageConnectCon
         # the link thread could not answer heartbeats meanwhile. A failure here is reported over
         # the link when the engine is built, so the server still learns the root cause.
         StageSpec(engine).resolve()
-    except Exception:
+    except Exception:  # omni-errors: ignore[OE202]: logged; the stage joins and reports it as FAILED
         logger.exception("stage %d (%s): importing %s failed", stage_id, name, engine)
     hello = Hello(
         stage_id=stage_id,
