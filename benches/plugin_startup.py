@@ -16,7 +16,7 @@ as a wheel install does (this environment sets PYTHONDONTWRITEBYTECODE).
 
     .venv-omni/bin/python benches/plugin_startup.py [--repeat 5] [--plugin-path ../main/python]
 
-Run it in the vLLM-Omni environment (`make setup-omni build-omni`); `make bench-omni` does.
+Run it in the vLLM-Omni environment (`make build-omni`); `make bench-omni` does.
 """
 
 from __future__ import annotations

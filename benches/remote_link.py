@@ -36,9 +36,9 @@ import omni_errors
 from omni_errors.lifecycle import LifecycleConfig, StageOutput, StageRequestError, StageSpec, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.remote import keys
-from omni_errors.lifecycle.remote.client import ZmqWorkerLink
 from omni_errors.lifecycle.remote.config import LinkConfig, StageConnectConfig
-from omni_errors.lifecycle.remote.protocol import Hello
+from omni_errors.lifecycle.remote.messages import Hello
+from omni_errors.lifecycle.remote.stage_side import ZmqWorkerLink
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
 
 HERE = Path(__file__).resolve()
@@ -171,7 +171,7 @@ class _Count:
 
 
 async def role_sink(cfg: dict[str, Any]) -> None:
-    from omni_errors.lifecycle.remote.server import LinkServer
+    from omni_errors.lifecycle.remote.supervisor_side import LinkServer
 
     server = LinkServer(_link(cfg), LifecycleConfig())
     server.start()

@@ -2,7 +2,7 @@
 "single-threaded ast.parse of the tree" measured in the same run.
 
 Run: make bench, or `pytest benches/test_bench_audit.py --benchmark-only` after `make audit-corpus`.
-Targets (DESIGN.md): cold <= 3 s, cached <= 0.5 s on the 2-core development machine, where the baseline
+Targets (docs/audit.md): cold <= 3 s, cached <= 0.5 s on the 2-core development machine, where the baseline
 takes about 4 s. The machine is shared: each result records the load average, and the minimum of the
 rounds is the figure to read (contention only ever adds time).
 """

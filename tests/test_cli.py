@@ -79,7 +79,7 @@ def test_stage_reports_a_missing_or_open_key(tmp_path: Path) -> None:
 
 def test_a_remote_stage_host_never_imports_vllm() -> None:
     probe = (
-        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.client, omni_errors.pipeline.stages;"
+        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.stage_side, omni_errors.pipeline.stages;"
         "omni_errors.cli.build_parser();"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'fastapi', 'uvicorn')))"
     )
@@ -98,3 +98,10 @@ def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_every_command_says_which_extra_it_needs() -> None:
+    from omni_errors.cli import EXTRAS, LAYER_COMMANDS
+
+    # A command without an entry would turn a missing dependency into a KeyError.
+    assert set(EXTRAS) == {"bench", "catalog", "keys", *LAYER_COMMANDS}

@@ -8,7 +8,9 @@ that is checked here through the real HTTP, SSE and WebSocket renderers over Sta
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import omni_errors as oe
@@ -144,3 +146,25 @@ def test_forged_frame_over_websocket_is_stripped(client: Any) -> None:
             ws.receive_json()
     assert message["type"] == "error" and closed.value.code == 1011
     _assert_stripped(json.dumps(message))
+
+
+_CORPORA = [Path(__file__).parent / "sanitize_cases.jsonl", Path(__file__).parent / "sanitizer" / "realistic.jsonl"]
+#: (RULE_SET, digest of what `sanitize` makes of every corpus input) as last recorded. RULE_SET tells
+#: readers whether text needs cleaning again, so it must change whenever the rules' output does.
+RECORDED_RULES = (2, "f7e70c3fbeb6aa62")
+
+
+def _rules_digest() -> str:
+    digest = hashlib.sha256()
+    for corpus in _CORPORA:
+        for line in corpus.read_text().splitlines():
+            text = json.loads(line)["input"]
+            digest.update(oe.sanitize(text).encode() + b"\0" + oe.sanitize(text, max_len=64).encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def test_rule_set_is_bumped_with_the_rules() -> None:
+    assert (oe.RULE_SET, _rules_digest()) == RECORDED_RULES, (
+        "what the sanitizer makes of the corpora changed: bump RULE_SET in rust/src/sanitize/mod.rs and "
+        "record the new (RULE_SET, digest) pair in RECORDED_RULES"
+    )

@@ -1,8 +1,9 @@
-"""The package's shape: no import cycle, no private name used across modules, sizes stated.
+"""The package's shape: no import cycle, no private name used across modules, one size budget.
 
-Static (AST) checks of python/omni_errors: cheap, and they need none of the heavy dependencies.
-Imports inside functions are deliberate late imports and are left out of the cycle check; imports
-under `if TYPE_CHECKING:` are never executed.
+Static (AST) checks of python/omni_errors and rust/src: cheap, and they need none of the heavy
+dependencies. The cycle check counts every import: module level, inside functions (late imports
+still tie two modules together) and under `if TYPE_CHECKING:` (a type back-reference is a
+dependency all the same); a circle is accepted only from `ALLOWED_CYCLES`, with its reason.
 """
 
 from __future__ import annotations
@@ -14,9 +15,20 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python" / "omni_errors"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "python" / "omni_errors"
+RUST = ROOT / "rust" / "src"
 TESTS = Path(__file__).resolve().parent
+#: One budget for both languages: lines per Python module or Rust source file (a Rust file's inline
+#: `#[cfg(test)]` module is not counted: Python keeps its tests in tests/, outside the budget too).
 MAX_LINES = 400
+#: Files allowed past the budget, each with its reason.
+OVER_BUDGET = {
+    "rust/src/sanitize/lexicon.rs": "word tables (data): splitting would split one table",
+    "rust/src/sanitize/tokens.rs": "a table of 41 token formats and letter pairs (data) with the one scanner over it",
+}
+#: Import circles accepted, as the set of modules in the circle -> why. None today.
+ALLOWED_CYCLES: dict[frozenset[str], str] = {}
 
 
 def _module_name(path: Path) -> str:
@@ -35,28 +47,23 @@ def _resolve(module: str, level: int, current: str, is_package: bool) -> str:
     return ".".join([*base, module] if module else base)
 
 
-def _top_level_imports(name: str, path: Path) -> set[str]:
-    """omni_errors modules imported when `name` is imported (module level, not TYPE_CHECKING)."""
+def _imports(name: str, path: Path) -> set[str]:
+    """omni_errors modules `name` imports anywhere: module level, in functions, under TYPE_CHECKING."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for sub in (
-            ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ()
-        ):
-            if isinstance(sub, ast.Import):
-                found.update(a.name for a in sub.names)
-            elif isinstance(sub, ast.ImportFrom):
-                target = _resolve(sub.module or "", sub.level, name, path.name == "__init__.py")
-                for alias in sub.names:
-                    full = f"{target}.{alias.name}"
-                    found.add(full if full in MODULES else target)
+    for sub in ast.walk(tree):
+        if isinstance(sub, ast.Import):
+            found.update(a.name for a in sub.names)
+        elif isinstance(sub, ast.ImportFrom):
+            target = _resolve(sub.module or "", sub.level, name, path.name == "__init__.py")
+            for alias in sub.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in MODULES else target)
     return {m for m in found if m in MODULES and m != name}
 
 
 def test_no_import_cycle() -> None:
-    graph = {name: _top_level_imports(name, path) for name, path in MODULES.items()}
+    graph = {name: _imports(name, path) for name, path in MODULES.items()}
     # A package's __init__ importing its own submodules is the package's table of contents; a child
     # importing a sibling implies its parent package, which is not an edge back to the child.
     state: dict[str, int] = {}
@@ -66,7 +73,7 @@ def test_no_import_cycle() -> None:
         state[node] = 1
         stack.append(node)
         for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
+            if state.get(nxt) == 1 and frozenset(stack[stack.index(nxt) :]) not in ALLOWED_CYCLES:
                 pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt) :], nxt]))
             if nxt not in state:
                 visit(nxt)
@@ -115,9 +122,19 @@ def test_no_private_name_used_across_modules() -> None:
     assert uses == []
 
 
-def test_module_sizes() -> None:
-    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert long == {}, long
+def _budgeted_lines(path: Path) -> int:
+    lines = path.read_text().splitlines()
+    if path.suffix == ".rs" and "#[cfg(test)]" in lines:
+        lines = lines[: lines.index("#[cfg(test)]")]
+    return len(lines)
+
+
+def test_one_size_budget_for_python_and_rust() -> None:
+    files = [*PACKAGE.rglob("*.py"), *RUST.rglob("*.rs")]
+    over = {str(p.relative_to(ROOT)): n for p in files if (n := _budgeted_lines(p)) > MAX_LINES}
+    assert set(over) <= set(OVER_BUDGET), {k: v for k, v in over.items() if k not in OVER_BUDGET}
+    stale = set(OVER_BUDGET) - set(over)
+    assert not stale, f"within the budget now: remove from OVER_BUDGET: {sorted(stale)}"
 
 
 def test_every_light_module_imports_alone() -> None:
@@ -133,7 +150,7 @@ def test_every_light_module_imports_alone() -> None:
         "omni_errors.legacy",
         "omni_errors.cli",
         "omni_errors.lifecycle",
-        "omni_errors.chaos.cli",
+        "omni_errors.chaos.command",
         "omni_errors.chaos.harness",
         "omni_errors.pipeline.faults",
     ]

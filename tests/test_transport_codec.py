@@ -24,7 +24,9 @@ RECORDS = [
 
 
 def _join(proc: Any) -> None:
-    proc.join(timeout=60)
+    # A spawned child imports vLLM for the MessageQueue case (15-60 s here); at load 13 on 2 cores
+    # 60 s was not enough once. Generous: this checks the records, not the time.
+    proc.join(timeout=300)
     if proc.is_alive():
         proc.kill()
         proc.join(timeout=10)

@@ -54,9 +54,9 @@ def _keys(args: argparse.Namespace) -> int:
 # Commands registered by their own layer's `add_command`. Only the module of the command being run
 # is imported, so that `omni-errors audit` does not pay for the pipeline's imports (~0.2 s).
 LAYER_COMMANDS = {
-    "serve": "omni_errors.pipeline.cli",
-    "stage": "omni_errors.pipeline.cli",
-    "chaos": "omni_errors.chaos.cli",
+    "serve": "omni_errors.pipeline.commands",
+    "stage": "omni_errors.pipeline.commands",
+    "chaos": "omni_errors.chaos.command",
     "audit": "omni_errors.audit.cli",
     "doctor": "omni_errors.vllm_omni.doctor",
 }
@@ -73,7 +73,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     bench = sub.add_parser(
         "bench", help="print the codec (msgspec, msgpack, cloudpickle) and sanitizer (vLLM) ratio tables"
     )
-    bench.add_argument("--strict", action="store_true", help="exit 1 when a DESIGN.md target is missed")
+    bench.add_argument("--strict", action="store_true", help="exit 1 when a target ratio (the TARGET column) is missed")
     bench.add_argument(
         "--codec-only", action="store_true", help="skip the sanitizer table (it takes two to five minutes)"
     )
@@ -114,7 +114,10 @@ def _version() -> str:
 
 
 # The extra each command needs (README, "Install").
-EXTRAS = {
+# The extra each command needs; None: the core install runs it, so a missing module is a defect,
+# raised as it is.
+EXTRAS: dict[str, str | None] = {
+    "audit": None,
     "bench": "bench",
     "catalog": "vllm",
     "keys": "transport",
@@ -132,9 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ModuleNotFoundError as exc:
-        if (exc.name or "omni_errors").split(".")[0] == "omni_errors":
-            raise
         extra = EXTRAS[args.command]
+        if extra is None or (exc.name or "omni_errors").split(".")[0] == "omni_errors":
+            raise
         sys.stderr.write(
             f"omni-errors {args.command} needs the {extra!r} extra (missing module {exc.name!r}); "
             f"install it with: pip install 'omni-errors[{extra}]'\n"

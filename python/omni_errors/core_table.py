@@ -6,9 +6,10 @@ stage process without vLLM classifies with `classify_core`; `omni_errors.classif
 is this table extended with vLLM's hierarchy and the Omni types, so the two agree on everything
 the core knows.
 
-`FATAL`, `TIMEOUT` and `UNAVAILABLE` describe the records the lifecycle creates without an
-exception (`fatal_record`, `omni_errors.lifecycle.failures.lifecycle_error`); the Omni exception
-rows of the full table are built from the same rules, so each record is described once.
+`FATAL`, `TIMEOUT`, `UNAVAILABLE` and `STAGE_FAILED` describe the records the lifecycle and the
+plugin create without an exception (`fatal_record`, `timeout_record`, `unavailable_record`,
+`stage_failure_record`); the Omni exception rows of the full table are built from the same rules,
+so each record is described once.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ __all__ = [
     "classify_core",
     "fatal_record",
     "stage_failure_record",
+    "timeout_record",
+    "unavailable_record",
 ]
 
 #: vLLM's `EngineDeadError.CLIENT_MESSAGE`, the public text of every fatal record (a test checks
@@ -96,7 +99,20 @@ def fatal_record(
     return FATAL.record(root_cause or DEAD_MESSAGE, request_id=request_id, stage_id=stage_id)
 
 
-def stage_failure_record(*, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
-    """The record of a stage failure that came without text or status (server 500, not fatal)."""
+def stage_failure_record(
+    *, stage_id: int | None, request_id: str | None = None, message: str | None = None
+) -> OmniErrorDetails:
+    """The generic stage failure (server 500, not fatal): a stage said a request failed but not why,
+    or (`message`) the pipeline itself failed the request for a reason of its own."""
     assert STAGE_FAILED.public_message is not None
-    return STAGE_FAILED.record(STAGE_FAILED.public_message, request_id=request_id, stage_id=stage_id)
+    return STAGE_FAILED.record(message or STAGE_FAILED.public_message, request_id=request_id, stage_id=stage_id)
+
+
+def timeout_record(message: str, *, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
+    """A deadline expired (server 504, as `OmniStageTimeoutError` classifies), `message` its public text."""
+    return TIMEOUT.record(message, request_id=request_id, stage_id=stage_id)
+
+
+def unavailable_record(message: str, *, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
+    """Not serving now (server 503, as `OmniServiceUnavailableError` classifies), `message` its public text."""
+    return UNAVAILABLE.record(message, request_id=request_id, stage_id=stage_id)

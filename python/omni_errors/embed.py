@@ -24,7 +24,8 @@ def default(obj: object) -> Any:
         import msgpack
 
         return msgpack.ExtType(EXT_CODE, encode(obj))
-    raise TypeError(f"cannot serialize {type(obj).__name__!r} object")
+    why = f"cannot serialize {type(obj).__name__!r} object"
+    raise TypeError(why)  # omni-errors: ignore[OE102]: msgpack's contract for `default`
 
 
 def ext_hook(code: int, data: bytes) -> Any:
@@ -42,7 +43,8 @@ def enc_hook(obj: object) -> Any:
         import msgspec
 
         return msgspec.msgpack.Ext(EXT_CODE, encode(obj))
-    raise NotImplementedError(f"cannot serialize {type(obj).__name__!r} object")
+    why = f"cannot serialize {type(obj).__name__!r} object"
+    raise NotImplementedError(why)  # omni-errors: ignore[OE105]: msgspec's contract for `enc_hook`
 
 
 def msgspec_ext_hook(code: int, data: memoryview) -> Any:

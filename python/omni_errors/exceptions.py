@@ -21,7 +21,7 @@ from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.http_status import identifier, type_for_status
+from omni_errors.http_status import error_type_for
 
 __all__ = [
     "GuardrailViolationError",
@@ -35,13 +35,6 @@ __all__ = [
     "OmniStageTimeoutError",
     "rebuild",
 ]
-
-
-def _error_type(error_type: str, status: int) -> str:
-    """0.30 callers sometimes passed a phrase ("Bad Request"); a record needs an identifier."""
-    if error_type.isascii() and error_type.isidentifier() and len(error_type) <= 64:
-        return error_type
-    return identifier(error_type)[:64] or type_for_status(status)
 
 
 class GuardrailViolationError(VLLMClientError):
@@ -133,7 +126,7 @@ class OmniClientError(VLLMClientError):
                 message,
                 "client",
                 int(status_code),
-                _error_type(error_type, int(status_code)),
+                error_type_for(error_type, int(status_code)),
                 parameter=parameter,
                 request_id=request_id,
                 stage_id=stage_id,
@@ -175,7 +168,7 @@ class OmniServerError(VLLMServerError):
                 message,
                 "server",
                 int(status_code),
-                _error_type(error_type, int(status_code)),
+                error_type_for(error_type, int(status_code)),
                 request_id=request_id,
                 stage_id=stage_id,
                 fatal=fatal,

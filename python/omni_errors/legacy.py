@@ -1,8 +1,9 @@
 """vLLM-Omni 0.30's flat error carriers, read into records and written back for older peers.
 
-Compatibility window: this module is the **one place** where a category is inferred from a status
-code (400-499 -> client, 500-599 -> server, anything else -> server 500). A 0.30 peer sent only a
-status, so nothing better exists for its frames. Everywhere else, ownership comes from `category`.
+Compatibility window: these carriers sent only a status, so their category is inferred from it
+(`omni_errors.http_status.category_for_status`: 400-499 -> client, 500-599 -> server, anything
+else -> server 500); nothing better exists for their frames. Everywhere else, ownership comes
+from `category`.
 The reader stays for the 0.31 and 0.32 releases (one release after every stage speaks the record
 frame, per the RFC's "one compatibility window"); it is removed in 0.33, together with `to_legacy`.
 
@@ -22,10 +23,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.errors import InvalidRecordError
-from omni_errors.http_status import identifier, type_for_status
+from omni_errors.http_status import category_for_status, error_type_for
+from omni_errors.rules import build_record
 
-__all__ = ["LegacyKind", "from_legacy", "to_legacy"]
+__all__ = ["LegacyKind", "from_legacy", "is_request_error", "to_legacy"]
 
 LegacyKind = Literal["message", "output", "frame"]
 
@@ -44,7 +45,10 @@ def _field(carrier: object, *names: str) -> Any:
     return None
 
 
-def _is_request_error(carrier: object) -> bool:
+def is_request_error(carrier: object) -> bool:
+    """Whether `carrier` is vLLM's `RequestError` (vLLM >= 0.31), read through its `to_exception()`.
+
+    Recognised by name and module, never imported: a process that holds one has vLLM loaded."""
     return (
         type(carrier).__name__ == "RequestError"
         and type(carrier).__module__.startswith("vllm")
@@ -69,10 +73,12 @@ def from_legacy(
     """
     if isinstance(carrier, OmniErrorDetails):
         return carrier
-    if _is_request_error(carrier):
+    if is_request_error(carrier):
         from omni_errors.classification import classify
 
-        return classify(carrier.to_exception(), request_id=request_id, stage_id=stage_id)  # type: ignore[attr-defined]
+        # to_exception() gives vLLM's own classes, so the raw-type fallbacks never apply.
+        exc = carrier.to_exception()  # type: ignore[attr-defined]
+        return classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
     if isinstance(carrier, Mapping) and "category" in carrier:
         return OmniErrorDetails.from_dict(dict(carrier))  # already a record, as `to_dict()` wrote it
     if isinstance(carrier, Mapping) and carrier.get("type") not in (None, "error"):
@@ -81,35 +87,18 @@ def from_legacy(
     status_raw = _field(carrier, "status_code", "error_status_code")
     if error is None and status_raw is None:
         return None
-    status = _status(status_raw)
-    category: Literal["client", "server"] = "client" if 400 <= status < 500 else "server"
-    if category == "server" and not 500 <= status < 600:
-        status = 500
+    category, status = category_for_status(_status(status_raw))
     raw_type = _field(carrier, "error_type")
-    error_type = identifier(str(raw_type)) if raw_type is not None else ""
-    if raw_type is not None and str(raw_type).isidentifier() and len(str(raw_type)) <= 64:
-        error_type = str(raw_type)
-    fields: dict[str, Any] = {
-        "request_id": _field(carrier, "request_id") or request_id,
-        "stage_id": _int_or_none(_field(carrier, "stage_id"), stage_id),
-        "parameter": _field(carrier, "parameter", "param"),
-    }
-    fatal = category == "server" and bool(_field(carrier, "fatal"))
-    message = str(error) if error is not None else ""
-    for _ in range(len(fields) + 1):
-        try:
-            return OmniErrorDetails(
-                message, category, status, error_type or type_for_status(status), fatal=fatal, **fields
-            )
-        except InvalidRecordError as exc:
-            if exc.field in fields and fields[exc.field] is not None:
-                fields[exc.field] = None
-                continue
-            if exc.field == "error_type":
-                error_type = type_for_status(status)
-                continue
-            raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return build_record(
+        str(error) if error is not None else "",
+        category,
+        status,
+        error_type_for(str(raw_type) if raw_type is not None else None, status),
+        fatal=category == "server" and bool(_field(carrier, "fatal")),
+        request_id=_field(carrier, "request_id") or request_id,
+        stage_id=_int_or_none(_field(carrier, "stage_id"), stage_id),
+        parameter=_field(carrier, "parameter", "param"),
+    )
 
 
 def _status(value: object) -> int:
@@ -164,4 +153,5 @@ def to_legacy(details: OmniErrorDetails, *, kind: LegacyKind = "message") -> dic
             "status_code": details.status_code,
             "error_type": details.error_type,
         }
-    raise ValueError(f"kind must be one of 'message', 'output', 'frame', got {kind!r}")
+    why = f"kind must be one of 'message', 'output', 'frame', got {kind!r}"
+    raise ValueError(why)  # omni-errors: ignore[OE101]: a caller's wrong argument, never served

@@ -14,15 +14,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import InvalidRecordError
-from omni_errors.http_status import identifier, phrase, type_for_status
+from omni_errors.http_status import Category, category_for_status, error_type_for, phrase, type_for_status
 
 __all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record", "with_ids"]
 
-Category = Literal["client", "server"]
 # Fields of an exception that become public text; returns (message, parameter).
 Extractor = Callable[[BaseException], tuple[str, "str | None"]]
 
@@ -196,7 +195,7 @@ class RuleTable:
         category, status = _status_of(exc, rule)
         try:
             message, parameter = _message_of(exc, rule)
-        except Exception:  # a broken __str__ or attribute must not break the error path
+        except Exception:  # omni-errors: ignore[OE202]: a broken __str__ or attribute must not break the error path
             message, parameter = "", None
         if not message.strip():
             message = phrase(status)
@@ -205,7 +204,7 @@ class RuleTable:
             message,
             category,
             status,
-            rule.error_type or _own_type(exc, rule) or type_for_status(status),
+            rule.error_type or error_type_for(getattr(exc, rule.type_attr, None) if rule.type_attr else None, status),
             fatal=rule.fatal and category == "server",
             parameter=parameter,
             request_id=request_id,
@@ -222,20 +221,7 @@ def _status_of(exc: BaseException, rule: Rule) -> tuple[Category, int]:
     if rule.category is not None:
         low = 400 if rule.category == "client" else 500
         return rule.category, status if low <= status < low + 100 else rule.status
-    if 400 <= status < 500:
-        return "client", status
-    if 500 <= status < 600:
-        return "server", status
-    return "server", 500  # a "status" that is not an error status is a server bug
-
-
-def _own_type(exc: BaseException, rule: Rule) -> str | None:
-    value = getattr(exc, rule.type_attr, None) if rule.type_attr else None
-    if not isinstance(value, str):
-        return None
-    if value.isascii() and value.isidentifier() and len(value) <= 64:
-        return value
-    return identifier(value)[:64] or None
+    return category_for_status(status)
 
 
 def _message_of(exc: BaseException, rule: Rule) -> tuple[str, str | None]:

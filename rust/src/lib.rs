@@ -18,6 +18,8 @@ mod py_peek;
 mod py_record;
 #[cfg(feature = "python")]
 mod py_sanitize;
+#[cfg(feature = "python")]
+mod py_values;
 
 #[cfg(feature = "python")]
 #[pyo3::pymodule(gil_used = false)]

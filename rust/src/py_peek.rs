@@ -10,7 +10,7 @@ use pyo3::types::PyType;
 use pyo3::IntoPyObjectExt;
 
 use crate::codec::Peek;
-use crate::py_record::category_str;
+use crate::py_values::{category_str, status_int};
 
 /// The fields, in tuple order, with their docs.
 const FIELDS: [(&CStr, &CStr); 6] = [
@@ -78,18 +78,5 @@ pub fn new_peek<'py>(py: Python<'py>, p: &Peek) -> PyResult<Bound<'py, PyAny>> {
             ffi::PyTuple_SET_ITEM(obj.as_ptr(), i, item.into_ptr());
         }
         Ok(obj)
-    }
-}
-
-/// `status` as a Python int: 400-599 are made once (the interpreter caches only up to 256).
-pub fn status_int(py: Python<'_>, status: u16) -> PyResult<Bound<'_, PyAny>> {
-    const FIRST: u16 = 400;
-    static INTS: PyOnceLock<Vec<Py<PyAny>>> = PyOnceLock::new();
-    let ints = INTS.get_or_try_init(py, || {
-        (FIRST..600).map(|s| s.into_py_any(py)).collect::<PyResult<Vec<_>>>()
-    })?;
-    match ints.get(usize::from(status.wrapping_sub(FIRST))) {
-        Some(int) => Ok(int.bind(py).clone()),
-        None => status.into_bound_py_any(py),
     }
 }

@@ -11,14 +11,14 @@
 
 use std::hash::{Hash, Hasher};
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
-use pyo3::{intern, IntoPyObjectExt};
+use pyo3::IntoPyObjectExt;
 
 use crate::codec::{self, Decoded};
+use crate::py_values::{category_str, new_str};
 use crate::record::{
     check_stage_id, check_status, Category, DetailsRef, RecordError, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN,
 };
@@ -132,7 +132,7 @@ impl Field for u16 {
         Ok(*self)
     }
     fn read<'py>(&self, py: Python<'py>, _: Option<&Py<PyBytes>>) -> PyResult<Bound<'py, PyAny>> {
-        crate::py_peek::status_int(py, *self)
+        crate::py_values::status_int(py, *self)
     }
 }
 
@@ -369,30 +369,6 @@ impl PyDetails {
     /// Bytes the frame takes.
     pub fn encoded_len(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(codec::encoded_len(&self.view(py)?))
-    }
-}
-
-/// A `str` for decoded text. ASCII (error types, ids, most messages) is copied straight into a new
-/// compact string, which skips a second UTF-8 decode (by `CPython`) of bytes already validated.
-fn new_str(py: Python<'_>, s: &str) -> PyResult<Py<PyString>> {
-    if !s.is_ascii() {
-        return Ok(PyString::new(py, s).unbind());
-    }
-    let len = ffi::Py_ssize_t::try_from(s.len())?;
-    // SAFETY: PyUnicode_New(len, 127) returns a new compact ASCII string with room for exactly
-    // `len` bytes, or NULL with MemoryError set; it is filled before anything else can see it.
-    unsafe {
-        let obj = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(len, 127))?;
-        std::ptr::copy_nonoverlapping(s.as_ptr(), ffi::PyUnicode_1BYTE_DATA(obj.as_ptr()), s.len());
-        Ok(obj.cast_into_unchecked::<PyString>().unbind())
-    }
-}
-
-/// The interned Python literal for a category.
-pub fn category_str(py: Python<'_>, category: Category) -> &Bound<'_, PyString> {
-    match category {
-        Category::Client => intern!(py, "client"),
-        Category::Server => intern!(py, "server"),
     }
 }
 

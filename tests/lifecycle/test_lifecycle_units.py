@@ -14,10 +14,9 @@ from typing import Any
 
 import omni_errors
 import pytest
-from omni_errors.core_table import DEAD_MESSAGE, fatal_record
+from omni_errors.core_table import DEAD_MESSAGE, fatal_record, timeout_record, unavailable_record
 from omni_errors.lifecycle import ExitCode, StageRequestError
 from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
-from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
 from omni_errors.lifecycle.state import State, transition
@@ -92,7 +91,7 @@ def test_frame_reader_reassembles_and_rejects_bad_lengths() -> None:
     got: list[tuple[int, bytes]] = []
     closed: list[BaseException | None] = []
     reader = FrameReader(lambda k, b: got.append((k, bytes(b))), closed.append)
-    frame = omni_errors.encode(lifecycle_error("timeout", "slow", stage_id=0))
+    frame = omni_errors.encode(timeout_record("slow", stage_id=0))
     msgs = [pack(Kind.REQUEST_ERROR, frame), pack(Kind.READY)]
     stream = b"".join(len(m).to_bytes(4, "big") + m for m in msgs)
     for i in range(0, len(stream), 7):  # arbitrary chunking
@@ -113,10 +112,14 @@ def test_lifecycle_records() -> None:
     )
     assert (dead.message, dead.stage_id, dead.request_id) == (DEAD_MESSAGE, 2, "r1")
     assert fatal_record(stage_id=0, root_cause="weights missing").message == "weights missing"
-    timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)
+    timeout = timeout_record("Stage 1 stopped responding", stage_id=1)
     assert (timeout.status_code, timeout.error_type, timeout.message) == (504, "GatewayTimeoutError", timeout.message)
-    with pytest.raises(ValueError, match="expected 'timeout' or 'unavailable'"):
-        lifecycle_error("dead", "x", stage_id=1)  # type: ignore[arg-type]
+    unavailable = unavailable_record("Stage 1 is at capacity; retry later", stage_id=1, request_id="r2")
+    assert (unavailable.status_code, unavailable.error_type, unavailable.request_id) == (
+        503,
+        "ServiceUnavailableError",
+        "r2",
+    )
 
 
 def test_state_moves() -> None:

@@ -26,9 +26,9 @@ from omni_errors.chaos.watch import free_port
 from omni_errors.lifecycle import ExitCode, LifecycleConfig, StageRequestError, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.remote import keys
-from omni_errors.lifecycle.remote.client import StageJoinError, ZmqWorkerLink
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig, endpoint_host
-from omni_errors.lifecycle.remote.protocol import Hello, ProtocolError, SeqCheck, Welcome
+from omni_errors.lifecycle.remote.messages import Hello, ProtocolError, SeqCheck, Welcome
+from omni_errors.lifecycle.remote.stage_side import StageJoinError, ZmqWorkerLink
 
 FOREIGN_PEER = Path(__file__).with_name("foreign_peer.py")
 
@@ -258,12 +258,12 @@ def test_full_link_queue_answers_503(keydir: Path, port: int) -> None:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.RCVHWM, 16)
-        curve = _connect(keydir, port).load_keys()
+        curve = keys.stage_keys(_connect(keydir, port))
         assert curve is not None
         sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve
         sock.connect(f"tcp://127.0.0.1:{port}")
         from omni_errors.lifecycle.channels import Kind
-        from omni_errors.lifecycle.remote.protocol import header
+        from omni_errors.lifecycle.remote.messages import header
 
         sock.send_multipart([header(Kind.HELLO, 0), Hello(0, "ar", "silent").encode()])
         sock.recv_multipart()

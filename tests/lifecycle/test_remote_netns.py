@@ -31,7 +31,10 @@ LINK_TIMEOUT = 1.5  # LinkConfig defaults, used unchanged unless a case says oth
 STAGE_TIMEOUT = 15.0
 WATCHDOG = 0.1
 ANSWER = 1.0  # detection -> every in-flight request answered (the supervisor answers synchronously)
-SLACK = 3.0  # scheduling on a loaded 2-core machine; the real figures are printed with -s
+# Scheduling on a loaded 2-core machine (load 3-4 took more than 3 s once). The bound stays below
+# the stage's own deadline (stage_timeout, 15 s), so it still tells the link's detection from any
+# later one; the real figures are printed with -s and measured in benches/remote_link.py.
+SLACK = 8.0
 STARTUP = 240.0
 _ports = itertools.count(5600)
 

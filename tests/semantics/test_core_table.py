@@ -11,10 +11,10 @@ import omni_errors
 import pytest
 import torch
 from omni_errors.classification import classify
-from omni_errors.core_table import DEAD_MESSAGE, classify_core, fatal_record
+from omni_errors.core_table import DEAD_MESSAGE, classify_core, fatal_record, timeout_record, unavailable_record
 from omni_errors.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import fatal_cause, lifecycle_error
+from omni_errors.lifecycle.failures import fatal_cause
 from torch._inductor.exc import InductorError
 from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -82,19 +82,19 @@ def test_fatal_cause_by_type(exc: BaseException, code: ExitCode | None) -> None:
 
 def test_lifecycle_records_match_the_omni_exceptions() -> None:
     assert fatal_record(stage_id=3) == classify(OmniEngineDeadError(stage_id=3))
-    assert lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1) == classify(
+    assert timeout_record("Stage 1 stopped responding", stage_id=1) == classify(
         OmniStageTimeoutError("Stage 1 stopped responding", stage_id=1)
     )
-    assert lifecycle_error("unavailable", "The server is shutting down", stage_id=None) == classify(
+    assert unavailable_record("The server is shutting down", stage_id=None) == classify(
         OmniServiceUnavailableError("The server is shutting down")
     )
 
 
 def test_supervisor_default_error_factory_raises_the_semantic_exception() -> None:
-    from omni_errors.lifecycle.api import default_error_factory
+    from omni_errors.lifecycle.supervisor_types import default_error_factory
 
     dead = fatal_record(stage_id=1, request_id="r1")
     exc = default_error_factory(dead)
     assert isinstance(exc, EngineDeadError) and exc.details == dead  # type: ignore[attr-defined]
-    timeout = lifecycle_error("timeout", "Stage 1 stopped responding", stage_id=1)
+    timeout = timeout_record("Stage 1 stopped responding", stage_id=1)
     assert default_error_factory(timeout).details == timeout  # type: ignore[attr-defined]

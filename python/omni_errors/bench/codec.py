@@ -90,7 +90,7 @@ class Validated(msgspec.Struct, array_like=True, frozen=True):
     def __post_init__(self) -> None:
         low = 400 if self.category == "client" else 500
         if not low <= self.status_code <= low + 99 or (self.fatal and self.category == "client"):
-            raise ValueError("category and status disagree")
+            raise ValueError("category and status disagree")  # omni-errors: ignore[OE101]: the baseline's own check
 
 
 class Head(msgspec.Struct, array_like=True, frozen=True):
@@ -121,7 +121,7 @@ def _dataclass_decode(buf: bytes) -> Record:
     rec = Record(*msgpack.unpackb(buf))
     low = 400 if rec.category == "client" else 500
     if not (low <= rec.status_code <= low + 99 and _IDENT.match(rec.error_type) and len(rec.message) <= 4096):
-        raise ValueError("invalid record")
+        raise ValueError("invalid record")  # omni-errors: ignore[OE101]: the baseline's own check
     return rec
 
 
@@ -135,8 +135,9 @@ class StageError(Exception):
 
 @dataclass(frozen=True)
 class Case:
-    """One measured operation and its baselines; `targets` are DESIGN.md's goals as ratios to
-    baselines (`records/s` a floor on throughput); `expected` checks what the measured call returns."""
+    """One measured operation and its baselines; `targets` are the project's goals (the README's
+    Benchmarks) as ratios to baselines (`records/s` a floor on throughput); `expected` checks what
+    the measured call returns."""
 
     group: str
     ours: tuple[str, Callable[[], Any]]

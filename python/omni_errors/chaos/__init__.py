@@ -10,7 +10,7 @@
 | `watch` | processes and shared memory seen from outside (also used by the test suites) |
 | `report` | the result record, the table, the progress bar |
 | `plot` | `--plot`: requests answered over time |
-| `cli` | `omni-errors chaos` |
+| `command` | `omni-errors chaos` |
 
 Nothing here is imported by the library itself; importing the package imports nothing heavy.
 """

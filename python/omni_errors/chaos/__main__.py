@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from omni_errors.chaos.cli import add_arguments, run_cli
+from omni_errors.chaos.command import add_arguments, run_cli
 
 parser = argparse.ArgumentParser(prog="python -m omni_errors.chaos")
 add_arguments(parser)

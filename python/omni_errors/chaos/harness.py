@@ -100,7 +100,7 @@ async def run_scenario(
         bar.end()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            proc.wait()  # omni-errors: ignore[OE303]: bounded by the SIGKILL just sent
     await asyncio.sleep(0.3)
     res.orphans = watcher.orphans()
     kill(res.orphans)  # the report names them; the machine should not keep them

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from omni_errors.chaos.relay import Relay
-from omni_errors.chaos.watch import free_port
 
 __all__ = ["main"]
 
@@ -48,15 +48,26 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
 
     keys.generate(keydir, "serve")
     keys.generate(keydir, args.stage)
-    link_port = free_port()
+    # Every listener is bound before its port is passed on: the link's socket here, handed to serve
+    # (--link-fd), then the relay's. A port chosen first and bound later can be taken meanwhile,
+    # even by the relay itself, which then forwards to itself until it runs out of descriptors.
+    link_sock = socket.create_server(("127.0.0.1", 0), backlog=64)
+    link_port = int(link_sock.getsockname()[1])
     relay = Relay(("127.0.0.1", 0), ("127.0.0.1", link_port), delay=args.delay)
-    await relay.start()
+    try:
+        await relay.start()
+    except BaseException:
+        link_sock.close()
+        raise
     marker = ["--fault-marker", str(args.fault_marker)] if args.fault_marker else []
     serve = subprocess.Popen(
         [args.python, "-m", "omni_errors.pipeline", "serve", *serve_args, *marker, "--remote-stage", args.stage,
-         "--link-bind", f"tcp://127.0.0.1:{link_port}", "--link-key", str(keydir / "serve.key_secret"),
-         "--link-allow", str(keydir / f"{args.stage}.key")]
+         "--link-bind", f"tcp://127.0.0.1:{link_port}", "--link-fd", str(link_sock.fileno()),
+         "--link-key", str(keydir / "serve.key_secret"),
+         "--link-allow", str(keydir / f"{args.stage}.key")],
+        pass_fds=(link_sock.fileno(),),
     )  # fmt: skip
+    link_sock.close()  # serve holds it now
     stage = subprocess.Popen(
         [args.python, "-m", "omni_errors.cli", "stage", args.stage, "--connect", f"tcp://127.0.0.1:{relay.port}",
          "--key", str(keydir / f"{args.stage}.key_secret"), "--server-key", str(keydir / "serve.key")]
@@ -75,7 +86,8 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
         if stage.poll() is None:
             print(f"twohost: the stage outlived its server by {STAGE_EXIT_GRACE:g}s; SIGKILL", file=sys.stderr)
             stage.kill()
-        print(f"twohost: serve exited {serve.returncode}, stage {args.stage} exited {stage.wait()}", file=sys.stderr)
+        stage_code = stage.wait()  # omni-errors: ignore[OE303]: it exited or was killed just above
+        print(f"twohost: serve exited {serve.returncode}, stage {args.stage} exited {stage_code}", file=sys.stderr)
         return serve.returncode
     finally:
         if partition is not None:
@@ -83,7 +95,7 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
         for proc in (serve, stage):
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait()  # omni-errors: ignore[OE303]: bounded by the SIGKILL just sent
         await relay.close()
 
 

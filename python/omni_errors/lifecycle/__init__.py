@@ -5,7 +5,10 @@ Importing this package does not import torch or vLLM.
 
 from __future__ import annotations
 
-from omni_errors.lifecycle.api import (
+from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.supervisor import Supervisor
+from omni_errors.lifecycle.supervisor_types import (
     DuplicateRequestError,
     Health,
     LifecycleConfig,
@@ -13,9 +16,6 @@ from omni_errors.lifecycle.api import (
     StageResult,
     StageStartupError,
 )
-from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.supervisor import Supervisor
 
 __all__ = [
     "DuplicateRequestError",

@@ -42,7 +42,7 @@ class Kind(enum.IntEnum):
     ADD = 16  # body: pickle of (request_id, payload)
     ABORT = 17  # body: utf-8 request id
     SHUTDOWN = 18  # body: empty
-    # remote links only (lifecycle/remote/protocol.py gives their bodies)
+    # remote links only (lifecycle/remote/messages.py gives their bodies)
     HELLO = 32  # stage -> supervisor: who it is, its versions
     WELCOME = 33  # supervisor -> stage: the session is open; the engine's arguments, the deadlines
     REFUSED = 34  # supervisor -> stage: why it cannot join
@@ -103,12 +103,13 @@ class FrameReader(asyncio.Protocol):
             while len(view) - pos >= 4:
                 (n,) = _LEN.unpack_from(view, pos)
                 if n <= 0 or n > self._max:
-                    raise ValueError(f"message length {n} outside 1..{self._max} at byte {pos}")
+                    why = f"message length {n} outside 1..{self._max} at byte {pos}"
+                    raise ValueError(why)  # omni-errors: ignore[OE101]: ends the link (close callback)
                 if len(view) - pos - 4 < n:
                     break
                 self._on_message(view[pos + 4], view[pos + 5 : pos + 4 + n])
                 pos += 4 + n
-        except Exception as exc:
+        except Exception as exc:  # omni-errors: ignore[OE202]: the error ends the link through its close callback
             self._close(exc)
             if self.transport is not None:
                 self.transport.close()

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Literal
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import CORE, OUT_OF_MEMORY, TIMEOUT, UNAVAILABLE, fatal_record
+from omni_errors.core_table import CORE, OUT_OF_MEMORY, fatal_record
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.rules import RuleTable
 
-__all__ = ["PRECEDENCE", "FatalState", "canonical_fatal", "classify_failure", "fatal_cause", "lifecycle_error"]
+__all__ = ["PRECEDENCE", "FatalState", "canonical_fatal", "classify_failure", "fatal_cause"]
 
 _CHAIN_DEPTH = 8
 
@@ -37,7 +36,7 @@ def _table() -> RuleTable:
     if "vllm" in sys.modules:
         try:
             from omni_errors.classification import TABLE
-        except Exception:  # the classifier must never turn a failure into a second failure
+        except Exception:  # omni-errors: ignore[OE202]: the classifier must never turn a failure into a second failure
             return CORE
         return TABLE
     return CORE
@@ -75,25 +74,6 @@ def classify_failure(
     if fatal and not (details.fatal and details.category == "server"):
         details = fatal_record(stage_id=stage_id, request_id=request_id)
     return details
-
-
-_LIFECYCLE = {"timeout": TIMEOUT, "unavailable": UNAVAILABLE}
-
-
-def lifecycle_error(
-    kind: Literal["dead", "timeout", "unavailable"],
-    message: str,
-    *,
-    stage_id: int | None,
-    request_id: str | None = None,
-) -> OmniErrorDetails:
-    """The records the lifecycle creates without an exception, as the Omni exceptions classify:
-    `timeout` (`OmniStageTimeoutError`, 504) and `unavailable` (`OmniServiceUnavailableError`, 503),
-    with `message` as their public text. A fatal record is `omni_errors.core_table.fatal_record`."""
-    rule = _LIFECYCLE.get(kind)
-    if rule is None:
-        raise ValueError(f"unknown lifecycle error kind {kind!r}; expected 'timeout' or 'unavailable'")
-    return rule.record(message, request_id=request_id, stage_id=stage_id)
 
 
 #: Which exit code wins when a process sees several fatal failures: the first listed. A stage

@@ -13,6 +13,7 @@ once through `on_lost`, with the exit code that says how it ended.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,10 +26,11 @@ __all__ = [
     "Add",
     "Command",
     "LinkClosedError",
-    "LinkFullError",
     "LinkListener",
     "LinkPayloadError",
+    "LinkRefusedError",
     "Output",
+    "Refusal",
     "Shutdown",
     "StageLink",
     "WorkerLink",
@@ -38,13 +40,20 @@ __all__ = [
 Output = tuple[str, Any, bool]
 
 
-class LinkFullError(Exception):
-    """The link cannot take the request now: its queue is at the high-water mark, or (`unreachable`)
-    the remote stage's connection is down. The request is refused (503), never queued unbounded."""
+class Refusal(enum.Enum):
+    """Why a link did not take a message now; the value is how a client's 503 says it."""
 
-    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+    FULL = "at capacity"  # the queue is at its high-water mark
+    UNREACHABLE = "unreachable"  # the remote stage's connection is down (it may come back in time)
+
+
+class LinkRefusedError(Exception):
+    """The link cannot take the request now (`refusal` says why). The request is refused (503),
+    never queued unbounded."""
+
+    def __init__(self, refusal: Refusal, message: str) -> None:
         super().__init__(message)
-        self.unreachable = unreachable
+        self.refusal = refusal
 
 
 class LinkPayloadError(TypeError):
@@ -94,7 +103,7 @@ class StageLink(Protocol):
         """Start the stage (local) or start expecting it (remote); READY/FAILED arrive later."""
 
     def add(self, request_id: str, payload: Any) -> None:
-        """Send a request; raises LinkFullError at the high-water mark."""
+        """Send a request; raises LinkRefusedError when the link cannot take it now."""
 
     def abort(self, request_id: str) -> None: ...
 

@@ -32,9 +32,10 @@ from omni_errors.lifecycle.links import (
     Add,
     Command,
     LinkClosedError,
-    LinkFullError,
     LinkListener,
+    LinkRefusedError,
     Output,
+    Refusal,
     Shutdown,
 )
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
@@ -132,7 +133,9 @@ class LocalStageLink:
     def add(self, request_id: str, payload: Any) -> None:
         writer = self._writer
         if writer is not None and writer.get_write_buffer_size() > MAX_BUFFERED_BYTES:
-            raise LinkFullError(f"stage {self.stage_id} has {MAX_BUFFERED_BYTES >> 20} MiB of requests unread")
+            raise LinkRefusedError(
+                Refusal.FULL, f"stage {self.stage_id} has {MAX_BUFFERED_BYTES >> 20} MiB of requests unread"
+            )
         self._write(pack(Kind.ADD, pickle.dumps((request_id, payload), protocol=5)))
 
     def abort(self, request_id: str) -> None:
@@ -202,7 +205,8 @@ class LocalStageLink:
             self._reported = True
             listener.on_fatal(self, omni_errors.decode(body[1:]), stage_exit_code(body[0]))
         else:
-            raise ValueError(f"unknown message kind {kind} from stage {self.stage_id}")
+            why = f"unknown message kind {kind} from stage {self.stage_id}"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a protocol defect: the reader ends the link
 
     def _on_exit(self) -> None:
         assert self._loop is not None and self._proc is not None

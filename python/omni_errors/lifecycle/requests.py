@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.lifecycle.api import StageResult
 from omni_errors.lifecycle.links import Output
+from omni_errors.lifecycle.supervisor_types import StageResult
 
 __all__ = ["Requests"]
 
@@ -55,7 +55,7 @@ class Requests:
         if queue is None:
             raise KeyError(f"unknown request id {request_id!r} (or already streamed)")
         while True:
-            item = await queue.get()
+            item = await queue.get()  # omni-errors: ignore[OE303]: the watchdog ends it (request_timeout, liveness)
             if item is _END:
                 return
             if isinstance(item, OmniErrorDetails):

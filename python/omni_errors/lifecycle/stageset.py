@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from multiprocessing.util import Finalize
 from typing import TYPE_CHECKING
 
-from omni_errors.lifecycle.api import LifecycleConfig
 from omni_errors.lifecycle.channels import StatusBoard
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.links import LinkListener, StageLink
 from omni_errors.lifecycle.local import LocalStageLink
 from omni_errors.lifecycle.stopping import emergency_stop
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
-    from omni_errors.lifecycle.remote.server import LinkServer, LinkStats
+    from omni_errors.lifecycle.remote.supervisor_side import LinkServer, LinkStats
 
 __all__ = ["StageSet"]
 
@@ -32,7 +32,8 @@ class StageSet:
         self, specs: Sequence[StageSpec | RemoteStageSpec], config: LifecycleConfig, link: LinkConfig | None
     ) -> None:
         if link is None and any(isinstance(s, RemoteStageSpec) for s in specs):
-            raise ValueError("remote stages need a link: Supervisor(..., link=LinkConfig(...))")
+            why = "remote stages need a link: Supervisor(..., link=LinkConfig(...))"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a caller's wrong configuration
         self.specs = list(specs)
         self.links: list[StageLink] = []
         self._config = config
@@ -55,7 +56,7 @@ class StageSet:
         if any(isinstance(s, StageSpec) for s in self.specs):
             self._board = StatusBoard.create(len(self.specs), cfg.shm_prefix)
         if self._link_config is not None and any(isinstance(s, RemoteStageSpec) for s in self.specs):
-            from omni_errors.lifecycle.remote.server import LinkServer
+            from omni_errors.lifecycle.remote.supervisor_side import LinkServer
 
             self._server = LinkServer(self._link_config, cfg)
             self._server.start()

@@ -8,7 +8,8 @@ request with the canonical error (stage id kept), stops every stage through the 
 (`stopping.StopPlan`), releases the shared memory and sockets and marks the supervisor dead; the
 API process then exits with `exit_code` through normal interpreter shutdown. Around it: the
 states and their moves (`state.py`), the request table (`requests.py`), the links and what they
-share (`stageset.py`), the periodic checks (`watchdog.py`) and the kill path (`stopping.py`).
+share (`stageset.py`), the periodic checks (`watchdog.py`), the kill path (`stopping.py`) and the
+records for refused requests (`refusals.py`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record
-from omni_errors.lifecycle.api import (
+from omni_errors.core_table import fatal_record, unavailable_record
+from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
+from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
+from omni_errors.lifecycle.failures import FatalState
+from omni_errors.lifecycle.links import LinkPayloadError, LinkRefusedError, Output, StageLink
+from omni_errors.lifecycle.refusals import overloaded, shutting_down, unpassable
+from omni_errors.lifecycle.requests import Requests
+from omni_errors.lifecycle.signals import AsyncSignalHandlers
+from omni_errors.lifecycle.stageset import StageSet
+from omni_errors.lifecycle.state import State, transition
+from omni_errors.lifecycle.stopping import StopPlan
+from omni_errors.lifecycle.supervisor_types import (
     DuplicateRequestError,
     Health,
     LifecycleConfig,
@@ -32,20 +43,11 @@ from omni_errors.lifecycle.api import (
     StageStartupError,
     default_error_factory,
 )
-from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import FatalState, lifecycle_error
-from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
-from omni_errors.lifecycle.requests import Requests
-from omni_errors.lifecycle.signals import AsyncSignalHandlers
-from omni_errors.lifecycle.stageset import StageSet
-from omni_errors.lifecycle.state import State, transition
-from omni_errors.lifecycle.stopping import StopPlan
 from omni_errors.lifecycle.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
-    from omni_errors.lifecycle.remote.server import LinkStats
+    from omni_errors.lifecycle.remote.supervisor_side import LinkStats
 
 __all__ = ["Supervisor"]
 
@@ -65,7 +67,7 @@ class Supervisor:
         error_factory: Callable[[OmniErrorDetails], BaseException] = default_error_factory,
     ) -> None:
         if not stages:
-            raise ValueError("a pipeline needs at least one stage")
+            raise ValueError("a pipeline needs at least one stage")  # omni-errors: ignore[OE101]: a caller's defect
         self.config = config or LifecycleConfig()
         self._stages = StageSet(stages, self.config, link)
         self._links = self._stages.links
@@ -119,7 +121,7 @@ class Supervisor:
 
     def health(self) -> Health:
         ok = self._state is State.RUNNING
-        return Health(ok, 200 if ok else 503, self._state.value, self._dead_error)
+        return Health(ok, 200 if ok else 503, self._state, self._dead_error)
 
     def add_dead_callback(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (on the loop) once the supervisor has stopped, e.g. to end uvicorn."""
@@ -128,7 +130,7 @@ class Supervisor:
     async def wait_dead(self) -> OmniErrorDetails | None:
         """Wait until every stage is gone and the shm is removed; returns `dead_error`."""
         assert self._state is not State.NEW, "start() first"
-        await self._stopped.wait()
+        await self._stopped.wait()  # omni-errors: ignore[OE303]: the stop plan's SIGKILL bounds it
         return self._dead_error
 
     async def start(self) -> None:
@@ -149,7 +151,8 @@ class Supervisor:
             raise
         self._watchdog = asyncio.create_task(self._watch(), name="omni-lifecycle-watchdog")
         all_ready: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*self._ready))
-        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
+        stopping = self._stopped.wait()  # omni-errors: ignore[OE303]: awaited under startup_timeout below
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(stopping)
         done, _ = await asyncio.wait(
             {all_ready, stopped}, timeout=self.config.startup_timeout, return_when=asyncio.FIRST_COMPLETED
         )
@@ -165,7 +168,7 @@ class Supervisor:
             self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
-            self._dead_error or lifecycle_error("unavailable", "Startup was interrupted", stage_id=None),
+            self._dead_error or unavailable_record("Startup was interrupted", stage_id=None),
             self._dead_reason or "startup was interrupted",
         )
 
@@ -175,22 +178,22 @@ class Supervisor:
         Raises `error_factory(details)` when not serving (503, or the death's record) and when
         stage 0's queue is at its high-water mark (503)."""
         if not self._state.serving or self._loop is None:
-            details = self._dead_error or lifecycle_error("unavailable", "The pipeline is not serving", stage_id=None)
+            details = self._dead_error or unavailable_record("The pipeline is not serving", stage_id=None)
             raise self._error_factory(details.replace(request_id=request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
             raise DuplicateRequestError(request_id)
         if len(self._requests) >= self.config.max_inflight:
-            raise self._error_factory(_overloaded(None, request_id))
+            raise self._error_factory(overloaded(None, request_id))
         timeout = timeout if timeout is not None else self.config.request_timeout
         try:
             self._links[0].add(request_id, payload)
-        except LinkFullError as exc:
+        except LinkRefusedError as exc:
             logger.warning("refusing request %s: %s", request_id, exc)
-            raise self._error_factory(_overloaded(0, request_id, exc)) from None
+            raise self._error_factory(overloaded(0, request_id, exc)) from None
         except LinkPayloadError as exc:
             logger.error("refusing request %s: %s", request_id, exc)
-            raise self._error_factory(_unpassable(0, request_id)) from None
+            raise self._error_factory(unpassable(0, request_id)) from None
         self._requests.open(request_id, self._loop.time() + timeout if timeout is not None else None)
         return request_id
 
@@ -221,7 +224,7 @@ class Supervisor:
         if self._state in (State.STARTING, State.RUNNING) or (draining and self._state is State.DRAINING):
             self._exit_code = exit_code
             self._move(State.STOPPING)
-            self._requests.fail_all(_shutting_down())
+            self._requests.fail_all(shutting_down())
             for link in self._links:
                 link.shutdown()
             self._start_stop()
@@ -251,7 +254,7 @@ class Supervisor:
         self._exit_code = self._exit_code or exit_code_for_signal(signum)
         if self._state.live:
             self._move(State.STOPPING)
-        self._requests.fail_all(_shutting_down())
+        self._requests.fail_all(shutting_down())
         if self._state is not State.NEW:
             self._start_stop()
             assert self._stop is not None
@@ -286,12 +289,12 @@ class Supervisor:
         for request_id, payload in self._requests.route(stage, outputs, emit=self._emit[stage], last=last):
             try:
                 self._links[stage + 1].add(request_id, payload)
-            except LinkFullError as exc:
+            except LinkRefusedError as exc:
                 logger.warning("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
-                self._requests.fail(request_id, _overloaded(stage + 1, request_id, exc))
+                self._requests.fail(request_id, overloaded(stage + 1, request_id, exc))
             except LinkPayloadError as exc:
                 logger.error("request %s cannot enter stage %d: %s", request_id, stage + 1, exc)
-                self._requests.fail(request_id, _unpassable(stage + 1, request_id))
+                self._requests.fail(request_id, unpassable(stage + 1, request_id))
 
     def on_request_error(self, link: StageLink, details: OmniErrorDetails) -> None:
         self._requests.fail(details.request_id or "", details, at_stage=link.stage_id)
@@ -374,23 +377,5 @@ class Supervisor:
         for callback in self._dead_callbacks:
             try:
                 callback()
-            except Exception:
+            except Exception:  # omni-errors: ignore[OE202]: logged; the other callbacks still run
                 logger.exception("dead callback failed")
-
-
-def _shutting_down() -> OmniErrorDetails:
-    return lifecycle_error("unavailable", "The server is shutting down", stage_id=None)
-
-
-def _overloaded(stage_id: int | None, request_id: str, exc: LinkFullError | None = None) -> OmniErrorDetails:
-    """503: a bounded queue is full (the in-flight limit, a link's high-water mark), or the remote
-    stage's connection is down (its deadline then decides whether the stage is lost)."""
-    what = "The pipeline" if stage_id is None else f"Stage {stage_id}"
-    state = "unreachable" if exc is not None and exc.unreachable else "at capacity"
-    return lifecycle_error("unavailable", f"{what} is {state}; retry later", stage_id=stage_id, request_id=request_id)
-
-
-def _unpassable(stage_id: int, request_id: str) -> OmniErrorDetails:
-    """500: an output that the next stage's link cannot carry (a pipeline defect, not the client's)."""
-    message = f"The request could not be passed to stage {stage_id}"
-    return OmniErrorDetails(message, "server", 500, "InternalServerError", request_id=request_id, stage_id=stage_id)

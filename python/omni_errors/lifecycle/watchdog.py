@@ -14,12 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record
-from omni_errors.lifecycle.api import LifecycleConfig
+from omni_errors.core_table import fatal_record, timeout_record
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import lifecycle_error
 from omni_errors.lifecycle.links import StageLink
 from omni_errors.lifecycle.requests import Requests
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["Watchdog"]
 
@@ -39,7 +38,7 @@ class Watchdog:
     def tick(self, loop_now: float, *, serving: bool) -> None:
         """One round of checks; `loop_now` is the loop's clock (request deadlines use it)."""
         for rid, stage in self._requests.expired(loop_now):
-            timed_out = lifecycle_error("timeout", f"Request timed out in stage {stage}", stage_id=stage)
+            timed_out = timeout_record(f"Request timed out in stage {stage}", stage_id=stage)
             if self._requests.fail(rid, timed_out):
                 self._links[stage].abort(rid)
         now = time.monotonic()
@@ -61,7 +60,7 @@ class Watchdog:
             if hung_since is None:
                 self._hung[link.stage_id] = now
                 logger.error("stage %d: no heartbeat for %.1fs; failing its requests with 504", link.stage_id, age)
-                silent = lifecycle_error("timeout", f"Stage {link.stage_id} stopped responding", stage_id=link.stage_id)
+                silent = timeout_record(f"Stage {link.stage_id} stopped responding", stage_id=link.stage_id)
                 for rid in self._requests.at_stage(link.stage_id):
                     self._requests.fail(rid, silent)
             elif now - hung_since > cfg.hang_grace:

@@ -7,7 +7,7 @@ fatal failure (fatal by type, or anything escaping `step()` or the loop) is logg
 traceback, sent as the FATAL last words, the engine's `shutdown()` runs under a deadline, and the
 stage exits with a code from `ExitCode`. The last words go out before `shutdown()` so clients are
 answered without waiting for cleanup. The link is local (`local.run_local_stage`, the spawn
-target) or remote (`remote.client.run_remote_stage`); this loop does not know which.
+target) or remote (`remote.stage_side.run_remote_stage`); this loop does not know which.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class _Worker:
         self.link.beat(time.monotonic_ns())
         try:
             self.engine = spec.build()
-        except BaseException as exc:
+        except BaseException as exc:  # omni-errors: ignore[OE202]: reported as the startup failure (FAILED), then exit
             return self._startup_failed(exc)
         forced = False
         try:
@@ -100,7 +100,7 @@ class _Worker:
             forced = True
             logger.warning("stage %d: second SIGINT, exiting without engine shutdown", self.stage_id)
             return int(ExitCode.SIGINT)
-        except BaseException as exc:  # anything escaping the loop is fatal
+        except BaseException as exc:  # omni-errors: ignore[OE202]: fatal: reported, then exit
             return self._die(exc, (fatal_cause(exc) or (exc, ExitCode.FATAL_ENGINE))[1])
         finally:
             if not forced:
@@ -152,7 +152,7 @@ class _Worker:
     def _guard(self, request_id: str, fn: Callable[..., Any], *args: Any) -> None:
         try:
             fn(*args)
-        except Exception as exc:
+        except Exception as exc:  # omni-errors: ignore[OE202]: reported as the request's error frame
             frame = self._request_failed(request_id, exc)
             self._send(self.link.request_errors, [frame])
 
@@ -209,7 +209,7 @@ class _Worker:
         def _run() -> None:
             try:
                 engine.shutdown()
-            except BaseException:
+            except BaseException:  # omni-errors: ignore[OE202]: logged; the shutdown deadline decides
                 logger.exception("stage %d: engine shutdown raised", self.stage_id)
             finally:
                 done.set()

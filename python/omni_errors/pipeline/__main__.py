@@ -2,6 +2,6 @@
 
 import sys
 
-from omni_errors.pipeline.cli import main
+from omni_errors.pipeline.commands import main
 
 sys.exit(main())

@@ -11,8 +11,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 from vllm.entrypoints.serve.instrumentator.metrics import attach_router
 
-from omni_errors.pipeline.protocol import Limits
 from omni_errors.pipeline.routes import chat, health, jobs, speech, websocket
+from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import Service
 from omni_errors.server import install
 

@@ -74,13 +74,15 @@ class FaultSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in (*REQUEST_KINDS, *PROCESS_KINDS):
-            raise ValueError(
+            raise ValueError(  # omni-errors: ignore[OE101]: a bad --fault flag: a usage error at startup
                 f"unknown fault kind {self.kind!r}; expected one of {sorted({*REQUEST_KINDS, *PROCESS_KINDS})}"
             )
         if not 0 <= self.stage < NUM_STAGES:
-            raise ValueError(f"fault stage {self.stage} out of range 0..{NUM_STAGES - 1}")
+            why = f"fault stage {self.stage} out of range 0..{NUM_STAGES - 1}"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a bad --fault flag: a usage error
         if self.after < 0:
-            raise ValueError(f"fault step {self.after} must be >= 0")
+            why = f"fault step {self.after} must be >= 0"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: a bad --fault flag: a usage error at startup
 
     def as_payload(self) -> dict[str, Any]:
         return {"kind": self.kind, "stage": self.stage, "after": self.after}
@@ -93,7 +95,8 @@ def parse_header(value: str) -> FaultSpec:
     for option in options:
         key, sep, raw = option.partition("=")
         if not sep or key not in ("stage", "after") or not raw.strip().isdigit():
-            raise ValueError(f"bad fault option {option!r}; expected stage=S or after=N")
+            why = f"bad fault option {option!r}; expected stage=S or after=N"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: its caller raises VLLMValidationError from it
         fields[key] = int(raw)
     return FaultSpec(kind, **fields)
 
@@ -129,7 +132,8 @@ def _wrapped_oom(stage_id: int) -> BaseException:
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
     except torch.OutOfMemoryError as oom:
         try:
-            raise RuntimeError(f"stage {stage_id}: generation failed (injected wrapped OOM)") from oom
+            why = f"stage {stage_id}: generation failed (injected wrapped OOM)"
+            raise RuntimeError(why) from oom  # omni-errors: ignore[OE103]: the injected fault: a wrapped OOM (seed 003)
         except RuntimeError as wrapped:
             return wrapped
 
@@ -175,7 +179,8 @@ def fire(kind: str, stage_id: int, marker: str | None = None) -> BaseException |
     if kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(10)  # pragma: no cover - the kernel delivers SIGKILL first
-    raise ValueError(f"fault kind {kind!r} cannot fire in a stage")
+    why = f"fault kind {kind!r} cannot fire in a stage"
+    raise ValueError(why)  # omni-errors: ignore[OE101]: a defect in the fault table
 
 
 class StageFaults:

@@ -54,6 +54,12 @@ def add_link_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--link-bind", default=DEFAULT_LINK, metavar="tcp://ADDR:PORT", help="where remote stages connect (%(default)s)"
     )
+    g.add_argument(
+        "--link-fd",
+        type=int,
+        metavar="FD",
+        help="an inherited listening socket already bound to --link-bind's address (a launcher binds first)",
+    )
     g.add_argument("--link-key", type=Path, metavar="FILE", help="this server's secret key (NAME.key_secret)")
     g.add_argument(
         "--link-allow",
@@ -94,6 +100,7 @@ def link_config(args: argparse.Namespace) -> LinkConfig | None:
         heartbeat_interval=args.link_heartbeat,
         timeout=args.link_timeout,
         stage_timeout=max(15.0, 2 * args.link_timeout),
+        listen_fd=args.link_fd,
     )
 
 
@@ -125,8 +132,9 @@ def add_stage_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _run_stage(args: argparse.Namespace) -> int:
-    from omni_errors.lifecycle.remote.client import run_remote_stage
+    from omni_errors.lifecycle.remote import keys
     from omni_errors.lifecycle.remote.config import LinkConfigError, StageConnectConfig
+    from omni_errors.lifecycle.remote.stage_side import run_remote_stage
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -140,7 +148,7 @@ def _run_stage(args: argparse.Namespace) -> int:
             plaintext=args.plaintext,
             connect_timeout=args.connect_timeout,
         )
-        cfg.load_keys()  # a wrong key file is a usage error, said now
+        keys.stage_keys(cfg)  # a wrong key file is a usage error, said now
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors stage: {exc}\n")
         return USAGE

@@ -24,7 +24,8 @@ import uvicorn
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
-from omni_errors.pipeline.protocol import Limits
+from omni_errors.lifecycle.state import State
+from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
 
 __all__ = ["ServeConfig", "serve"]
@@ -110,7 +111,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     server = _Uvicorn(config, sup, loop)
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
     await server.serve(sockets=[sock] if sock is not None else None)
-    if sup.health().state in ("running", "starting"):
+    if sup.health().state in (State.RUNNING, State.STARTING):
         await sup.shutdown(exit_code=0)
     await sup.wait_dead()
     code = sup.exit_code
@@ -136,7 +137,7 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
         try:
             importlib.import_module(module)
             future.set_result(None)
-        except BaseException as exc:
+        except BaseException as exc:  # omni-errors: ignore[OE202]: handed to the future's waiter
             future.set_exception(exc)
 
     threading.Thread(target=run, name="import-api", daemon=True).start()

@@ -39,7 +39,8 @@ class PipelineConfig:
 def stage_specs(cfg: PipelineConfig) -> list[StageSpec | RemoteStageSpec]:
     unknown = sorted(set(cfg.remote) - set(STAGE_NAMES))
     if unknown:
-        raise ValueError(f"unknown remote stage(s) {', '.join(unknown)}; the stages are {', '.join(STAGE_NAMES)}")
+        why = f"unknown remote stage(s) {', '.join(unknown)}; the stages are {', '.join(STAGE_NAMES)}"
+        raise ValueError(why)  # omni-errors: ignore[OE101]: a bad --remote-stage: a usage error
     specs: list[StageSpec | RemoteStageSpec] = []
     for stage_id, (name, engine) in enumerate(zip(STAGE_NAMES, ENGINES, strict=True)):
         kwargs: dict[str, Any] = {

@@ -58,7 +58,8 @@ class _BatchStage:
 
     def add_request(self, request_id: str, payload: Any) -> None:
         if not isinstance(payload, dict):
-            raise TypeError(f"stage {self.stage_id} expects a dict payload, got {type(payload).__name__}")
+            why = f"stage {self.stage_id} expects a dict payload, got {type(payload).__name__}"
+            raise TypeError(why)  # omni-errors: ignore[OE102]: a pipeline defect, reported as a stage failure
         self.waiting[request_id] = payload
 
     def abort_request(self, request_id: str) -> None:
@@ -83,7 +84,7 @@ class _BatchStage:
             payload = self.waiting.pop(rid)
             try:
                 self.running[rid] = _Req(payload, state=self.start(payload))
-            except Exception as exc:
+            except Exception as exc:  # omni-errors: ignore[OE202]: the request's failure, reported by the worker loop
                 out.append(RequestFailure(rid, exc))
         self._request_faults(out)
         if self.running:
@@ -93,10 +94,10 @@ class _BatchStage:
     # -- subclasses ------------------------------------------------------------------------
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        raise NotImplementedError  # omni-errors: ignore[OE105]: abstract method
 
     def compute(self) -> list[StageOutput]:
-        raise NotImplementedError
+        raise NotImplementedError  # omni-errors: ignore[OE105]: abstract method
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -141,7 +142,8 @@ class ThinkerStage(_BatchStage):
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
         prompt = [int(t) for t in payload["prompt"]]
         if not prompt or any(not 0 <= t < VOCAB for t in prompt):
-            raise ValueError(f"prompt tokens must be in 0..{VOCAB - 1}")
+            why = f"prompt tokens must be in 0..{VOCAB - 1}"
+            raise ValueError(why)  # omni-errors: ignore[OE101]: reported as the request's error by the worker
         h, last = self.model.prefill(prompt[-512:])
         return {"h": h, "last": last, "out": [], "left": int(payload.get("max_tokens", 16))}
 

@@ -42,7 +42,7 @@ async def sse_guard(
     try:
         async for event in events:
             yield event
-    except Exception as exc:
+    except Exception as exc:  # omni-errors: ignore[OE202]: the terminal SSE error event is the answer
         where = "stream" if request_id is None else f"stream {request_id}"
         yield report(
             exc, sse_terminal, where=where, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks

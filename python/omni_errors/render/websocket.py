@@ -68,7 +68,7 @@ async def websocket_errors(
         yield
     except WebSocketDisconnect:
         return
-    except Exception as exc:
+    except Exception as exc:  # omni-errors: ignore[OE202]: the error frame and close code are the answer
         await report(
             exc,
             partial(send_error, websocket),

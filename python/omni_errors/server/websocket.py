@@ -75,5 +75,5 @@ async def _send_error(send: Send, details: OmniErrorDetails, *, accepted: bool) 
     try:
         for message in messages:
             await send(message)
-    except Exception:  # the client is gone; nothing left to tell it
+    except Exception:  # omni-errors: ignore[OE202]: the client is gone; nothing left to tell it
         _log.info("client left before the error could be delivered")

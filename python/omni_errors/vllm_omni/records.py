@@ -22,7 +22,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails, decode, encode
 from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import DecodeError
-from omni_errors.legacy import from_legacy, to_legacy
+from omni_errors.legacy import from_legacy, is_request_error, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.failures import fatal_cause
 from omni_errors.rules import with_ids
@@ -107,9 +107,7 @@ def frame_fields(value: Carried) -> dict[str, Any]:
 def _request_error(output: Any) -> Any:
     """vLLM's `RequestError` on an `EngineCoreOutput` (`.error`, vLLM >= 0.31), if there is one."""
     error = getattr(output, "error", None)
-    if type(error).__name__ == "RequestError" and callable(getattr(error, "to_exception", None)):
-        return error
-    return None
+    return error if is_request_error(error) else None
 
 
 def output_record(output: Any, *, request_id: str | None, stage_id: int | None, error: str | None = None) -> Carried:

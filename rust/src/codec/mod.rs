@@ -2,11 +2,14 @@
 //!
 //! Pure Rust (no pyo3). The layout is specified in `docs/wire-format.md`.
 
+mod decode;
+mod encode;
 mod error;
-mod frame;
+mod layout;
 
+pub use decode::{decode, decode_frame, Decoded, Frames};
+pub use encode::{encode_into, encoded_len};
 pub use error::{DecodeError, DecodeErrorKind, EncodeError};
-pub use frame::{
-    decode, decode_frame, encode_into, encoded_len, peek, Decoded, Frames, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR,
-    MAX_FRAME_LEN, MINOR, MIN_FRAME_LEN, RULE_SET_UNKNOWN,
+pub use layout::{
+    peek, Peek, EXT_TAG_MAX, HEADER_LEN, MAGIC, MAJOR, MAX_FRAME_LEN, MINOR, MIN_FRAME_LEN, RULE_SET_UNKNOWN,
 };

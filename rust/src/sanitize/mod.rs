@@ -29,7 +29,8 @@ pub use param::normalize_parameter;
 pub use truncate::{truncate, TRUNCATION_MARKER};
 
 /// The version of the rules: written into every frame whose text they sanitized, so a reader
-/// with the same rules need not run them again. Bump it whenever what `sanitize` removes changes.
+/// with the same rules need not run them again. Bump it whenever what `sanitize` removes changes
+/// (`tests/test_rule_sets.py` pins it to a digest of the rules' output on the test corpora).
 pub const RULE_SET: u16 = 2;
 
 /// Passes are repeated until nothing changes (at most 8), so `sanitize(sanitize(x)) == sanitize(x)` even

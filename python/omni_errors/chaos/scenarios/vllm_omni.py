@@ -6,7 +6,7 @@ Every scenario exists as `NAME-off` (the plugin disabled: vLLM-Omni 0.30 as rele
 
 The server is the real one on CPU: a model folder that holds only `model_index.json` (and the
 VAE config its post-processing reads), and the test plugin `omni_errors_fake_diffusion`
-(tests/vllm_omni/fake_diffusion, installed by `make setup-omni`) running vLLM-Omni's own
+(tests/vllm_omni/fake_diffusion, installed by `make build-omni`) running vLLM-Omni's own
 `DiffusionEngine` over a CPU executor. Faults are `[fault:NAME]` markers in the prompt.
 """
 

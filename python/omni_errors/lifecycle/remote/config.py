@@ -1,7 +1,8 @@
 """What a link is: its endpoint, its keys, its deadlines and its bounds (no pyzmq needed here).
 
-CURVE is the default. Plaintext needs `plaintext=True` *and* a loopback endpoint: frames that
-leave the host are always encrypted and authenticated. docs/remote.md explains every default.
+CURVE is the default; `keys` reads the key files a configuration names. Plaintext needs
+`plaintext=True` *and* a loopback endpoint: frames that leave the host are always encrypted and
+authenticated. docs/remote.md explains every default.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ class LinkConfig:
     hwm: int = 1000  # messages queued per peer and direction (ZMQ high-water mark); then 503
     max_message: int = 16 << 20  # a larger message drops the connection (libzmq's ZMQ_MAXMSGSIZE)
     linger: float = 1.0  # on close, how long queued messages may still go out
+    # A listening TCP socket already bound to `endpoint`, inherited from the parent (libzmq's
+    # ZMQ_USE_FD): a launcher binds first and passes the socket on, never a port to bind later.
+    listen_fd: int | None = None
 
     def __post_init__(self) -> None:
         endpoint_host(self.endpoint)
@@ -104,16 +108,6 @@ class LinkConfig:
                 "(create them with `omni-errors keys`), or plaintext on loopback"
             )
         _check_bounds(self.hwm, self.max_message)
-
-    def load_keys(self) -> tuple[bytes, bytes, frozenset[bytes]] | None:
-        """(public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
-        if self.plaintext:
-            return None
-        from omni_errors.lifecycle.remote import keys
-
-        assert self.secret_key is not None
-        public, secret = keys.load_secret(self.secret_key)
-        return public, secret, keys.load_allowed(self.allow)
 
 
 @dataclass(frozen=True)
@@ -143,13 +137,3 @@ class StageConnectConfig:
         if self.connect_timeout <= 0:
             raise LinkConfigError(f"connect timeout {self.connect_timeout}s must be > 0")
         _check_bounds(self.hwm, self.max_message)
-
-    def load_keys(self) -> tuple[bytes, bytes, bytes] | None:
-        """(server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""
-        if self.plaintext:
-            return None
-        from omni_errors.lifecycle.remote import keys
-
-        assert self.secret_key is not None and self.server_key is not None
-        public, secret = keys.load_secret(self.secret_key)
-        return keys.load_public(self.server_key), public, secret

@@ -18,9 +18,9 @@ from pathlib import Path
 import zmq
 import zmq.auth
 
-from omni_errors.lifecycle.remote.config import LinkConfigError
+from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig
 
-__all__ = ["KeyFileError", "curve_available", "generate", "load_allowed", "load_public", "load_secret"]
+__all__ = ["KeyFileError", "generate", "load_allowed", "load_public", "load_secret", "server_keys", "stage_keys"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _Z85_KEY = re.compile(rb"[0-9A-Za-z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}\Z")
@@ -102,6 +102,19 @@ def load_allowed(paths: tuple[Path, ...]) -> frozenset[bytes]:
     return frozenset(keys)
 
 
-def curve_available() -> bool:
-    """Whether this libzmq was built with CURVE (libsodium); pyzmq's wheels are."""
-    return bool(zmq.has("curve"))
+def server_keys(config: LinkConfig) -> tuple[bytes, bytes, frozenset[bytes]] | None:
+    """The supervisor's (public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
+    if config.plaintext:
+        return None
+    assert config.secret_key is not None  # LinkConfig refuses CURVE without it
+    public, secret = load_secret(config.secret_key)
+    return public, secret, load_allowed(config.allow)
+
+
+def stage_keys(config: StageConnectConfig) -> tuple[bytes, bytes, bytes] | None:
+    """A stage's (server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""
+    if config.plaintext:
+        return None
+    assert config.secret_key is not None and config.server_key is not None  # checked by the config
+    public, secret = load_secret(config.secret_key)
+    return load_public(config.server_key), public, secret

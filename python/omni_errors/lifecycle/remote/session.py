@@ -1,18 +1,20 @@
 """One remote stage's session, as the supervisor sees it: `RemoteStageLink`, a `links.StageLink`.
 
-`server.LinkServer` owns the socket and hands this session every message whose routing id is its
-stage's; the session checks the sequence numbers, answers to the supervisor (`LinkListener`),
-sends heartbeats and ends itself at its deadline (docs/remote.md: sessions and deadlines).
+`supervisor_side.LinkServer` owns the socket and hands this session every message whose routing
+id is its stage's; the session checks the sequence numbers, answers to the supervisor
+(`LinkListener`), sends heartbeats and ends itself at its deadline (docs/remote.md: sessions and
+deadlines). It reaches the socket only through `SessionTransport`, so it runs without one in tests.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import struct
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import zmq
 
@@ -20,8 +22,9 @@ import omni_errors
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
-from omni_errors.lifecycle.links import LinkFullError, LinkListener, LinkPayloadError
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.links import LinkListener, LinkPayloadError, LinkRefusedError, Refusal
+from omni_errors.lifecycle.remote.config import LinkConfig
+from omni_errors.lifecycle.remote.messages import (
     STAGE_BEAT,
     SUPERVISOR_BEAT,
     Hello,
@@ -32,28 +35,49 @@ from omni_errors.lifecycle.remote.protocol import (
     pack,
     unpack,
 )
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
-if TYPE_CHECKING:
-    from omni_errors.lifecycle.remote.server import LinkServer
-
-__all__ = ["RemoteStageLink"]
+__all__ = ["RemoteStageLink", "SessionStatus", "SessionTransport"]
 
 logger = logging.getLogger("omni_errors.lifecycle.remote")
 
-_WAITING, _JOINED, _ENDED = "waiting", "joined", "ended"
+
+class SessionStatus(enum.Enum):
+    WAITING = "waiting"  # expected; no stage has joined yet
+    JOINED = "joined"  # a stage said HELLO and was welcomed
+    ENDED = "ended"  # over (the stage left, was lost or abandoned); a session never restarts
+
+
+class SessionTransport(Protocol):
+    """What a session needs from the socket that carries it (`supervisor_side.LinkServer`)."""
+
+    @property
+    def config(self) -> LinkConfig: ...
+
+    @property
+    def lifecycle(self) -> LifecycleConfig: ...
+
+    def send(self, routing: bytes, frames: Sequence[bytes]) -> Refusal | None:
+        """Queue one message without blocking: None once queued, else why not."""
+
+    def drain(self) -> None:
+        """Read what has arrived now (it reaches the sessions through `receive`)."""
+
+    def forget(self, routing: bytes) -> None:
+        """Route nothing more to this routing id."""
 
 
 class RemoteStageLink:
     """One remote stage's session, as the supervisor sees it (a `links.StageLink`)."""
 
-    def __init__(self, server: LinkServer, stage_id: int, spec: RemoteStageSpec) -> None:
+    def __init__(self, server: SessionTransport, stage_id: int, spec: RemoteStageSpec) -> None:
         self.stage_id = stage_id
         self.name = spec.name
         self._spec = spec
         self._server = server
         self._cfg = server.config
         self._listener: LinkListener | None = None
-        self._status = _WAITING
+        self._status = SessionStatus.WAITING
         self._routing = b""
         self._hello: Hello | None = None
         self._recv = SeqCheck()
@@ -79,18 +103,22 @@ class RemoteStageLink:
         return None
 
     @property
+    def status(self) -> SessionStatus:
+        return self._status
+
+    @property
     def waiting(self) -> bool:
-        return self._status == _WAITING
+        return self._status is SessionStatus.WAITING
 
     @property
     def alive(self) -> bool:
-        return self._status == _JOINED
+        return self._status is SessionStatus.JOINED
 
     async def open(self, listener: LinkListener) -> None:
         self._listener = listener  # the server is listening already; the stage joins when it connects
 
     def join(self, routing: bytes, hello: Hello) -> None:
-        self._routing, self._hello, self._status = routing, hello, _JOINED
+        self._routing, self._hello, self._status = routing, hello, SessionStatus.JOINED
         self._recv.accept(0)  # the HELLO
         self._heard = self._beat_sent = time.monotonic()
         lc = self._server.lifecycle
@@ -122,11 +150,11 @@ class RemoteStageLink:
             body = pack([request_id, payload])
         except (TypeError, ValueError) as exc:
             raise LinkPayloadError(f"a payload for remote stage {self.stage_id} is not msgpack data: {exc}") from None
-        failed = self._send(Kind.ADD, [body])
-        if failed == "full":
-            raise LinkFullError(f"the link to stage {self.stage_id} holds {self._cfg.hwm} unsent messages")
-        if failed is not None:
-            raise LinkFullError(f"remote stage {self.stage_id} is not connected", unreachable=True)
+        refused = self._send(Kind.ADD, [body])
+        if refused is Refusal.FULL:
+            raise LinkRefusedError(refused, f"the link to stage {self.stage_id} holds {self._cfg.hwm} unsent messages")
+        if refused is not None:
+            raise LinkRefusedError(refused, f"remote stage {self.stage_id} is not connected")
 
     def abort(self, request_id: str) -> None:
         self._send(Kind.ABORT, [request_id.encode()])
@@ -134,14 +162,15 @@ class RemoteStageLink:
     def shutdown(self) -> None:
         self._send(Kind.SHUTDOWN)
 
-    def _send(self, kind: Kind, parts: Sequence[bytes] = ()) -> str | None:
+    def _send(self, kind: Kind, parts: Sequence[bytes] = ()) -> Refusal | None:
         """None once queued (the sequence number is then spent), else why not."""
-        if self._status != _JOINED:
-            return "unreachable"
-        failed = self._server.send(self._routing, [header(kind, self._send_seq), *parts])
-        if failed is None:
+        if self._status is not SessionStatus.JOINED:
+            return Refusal.UNREACHABLE
+        frames = [header(kind, self._send_seq), *parts]
+        refused = self._server.send(self._routing, frames)  # omni-errors: ignore[OE303]: it is NOBLOCK
+        if refused is None:
             self._send_seq += 1
-        return failed
+        return refused
 
     # -- liveness ---------------------------------------------------------------------------
 
@@ -149,7 +178,7 @@ class RemoteStageLink:
         return 0.0 if self._beat_at is None else self._beat_age + (now - self._beat_at)
 
     def poll(self, now: float) -> None:
-        if self._status != _JOINED:
+        if self._status is not SessionStatus.JOINED:
             return
         self._server.drain()  # read what arrived first: a busy loop must not look like a silent stage
         owed = now - self._unanswered[0] if self._unanswered else 0.0
@@ -179,19 +208,19 @@ class RemoteStageLink:
 
     def kill(self) -> None:
         """Abandon the session: the stage stops hearing heartbeats and ends itself by its deadline."""
-        if self._status == _JOINED:
+        if self._status is SessionStatus.JOINED:
             logger.error("stage %d (%s): abandoning the session", self.stage_id, self.where)
-        self._status = _ENDED
+        self._status = SessionStatus.ENDED
         self._server.forget(self._routing)
 
     def close(self) -> None:
-        self._status = _ENDED
+        self._status = SessionStatus.ENDED
         self._server.forget(self._routing)
 
     # -- what the stage says ------------------------------------------------------------------
 
     def receive(self, kind: int, code: int, seq: int, parts: list[zmq.Frame]) -> None:
-        if self._status != _JOINED:
+        if self._status is not SessionStatus.JOINED:
             return
         try:
             self._recv.accept(seq)
@@ -236,7 +265,7 @@ class RemoteStageLink:
         self._end(ExitCode.BROKEN_IPC, f"the link of remote stage {self.stage_id} broke: {reason}")
 
     def _end(self, code: ExitCode, reason: str) -> None:
-        self._status = _ENDED
+        self._status = SessionStatus.ENDED
         self._server.forget(self._routing)
         if not self._reported and self._listener is not None:
             self._reported = True

@@ -1,5 +1,5 @@
 """The stage's link I/O thread: owns the DEALER socket to the supervisor, talks to the main
-thread over an inproc PAIR socket (`client.ZmqWorkerLink` is the main thread's end).
+thread over an inproc PAIR socket (`stage_side.ZmqWorkerLink` is the main thread's end).
 
 It sends a heartbeat every interval (with the age of the worker loop's last turn), reads
 everything the supervisor sends so that heartbeats are never stuck behind requests, numbers and
@@ -22,7 +22,7 @@ from zmq.utils.monitor import recv_monitor_message
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import StageConnectConfig, endpoint_host
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     CLOSE,
     LOST,
     STAGE_BEAT,
@@ -83,7 +83,7 @@ class IoThread(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
-        except Exception:  # the link must end visibly, never silently: the main thread checks `failed`
+        except Exception:  # omni-errors: ignore[OE202]: the link ends visibly: the main thread checks `failed`
             self.failed = True
             logger.exception("stage %d: link thread failed", self._hello.stage_id)
 
@@ -198,7 +198,7 @@ class IoThread(threading.Thread):
                 self._hello.stage_id,
                 int(ExitCode.BROKEN_IPC),
             )
-            os._exit(int(ExitCode.BROKEN_IPC))  # the main thread is stuck in native code: nothing else ends it
+            os._exit(int(ExitCode.BROKEN_IPC))  # omni-errors: ignore[OE301]: the main thread is stuck in native code
 
     def _lose(self, reason: str, now: float) -> None:
         if self._lost:

@@ -2,7 +2,7 @@
 `APIRouter` that `omni_errors.pipeline.app.build_app` includes.
 
 Every route reads top to bottom the same way: the request is validated into a stage-0 payload
-(`protocol`), submitted (`Service.submit`, so a dead pipeline is an HTTP error before any byte),
+(`schemas`), submitted (`Service.submit`, so a dead pipeline is an HTTP error before any byte),
 its events are read (`Service.events` / `Service.collect`), and rendered by the transport. Errors
 are never rendered here: they escape to `omni_errors.server.install` (HTTP), `sse_guard` (a stream
 after its headers), `websocket_errors` (WebSocket), or the job store (`JobStore.fail`).

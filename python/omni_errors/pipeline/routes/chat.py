@@ -13,8 +13,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from omni_errors.pipeline.audio import wav_bytes
 from omni_errors.pipeline.models import detokenize
-from omni_errors.pipeline.protocol import ChatRequest, Limits, chat_payload
 from omni_errors.pipeline.routes import request_id
+from omni_errors.pipeline.schemas import ChatRequest, Limits, chat_payload
 from omni_errors.pipeline.service import Collected, Event, Service
 from omni_errors.render.sse import SSE_DONE, sse_guard
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from starlette.responses import JSONResponse, Response
 
 from omni_errors.exceptions import OmniServiceUnavailableError
-from omni_errors.pipeline.protocol import Limits
+from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import Service
 
 __all__ = ["routes"]

@@ -18,7 +18,7 @@ from vllm.exceptions import VLLMValidationError
 
 from omni_errors.exceptions import OmniConflictError
 from omni_errors.pipeline.audio import audio_response_body
-from omni_errors.pipeline.protocol import JobRequest, Limits, speech_payload
+from omni_errors.pipeline.schemas import JobRequest, Limits, speech_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
 
@@ -33,7 +33,7 @@ def routes(service: Service, limits: Limits) -> APIRouter:
     async def run(job_id: str, fmt: str) -> None:
         try:
             result = await service.collect(job_id)
-        except Exception as exc:
+        except Exception as exc:  # omni-errors: ignore[OE202]: stored as the job's record (counted and logged once)
             store.fail(job_id, exc)  # reported there: counted and logged once
             return
         store.complete(job_id, *audio_response_body(result.pcm, fmt))

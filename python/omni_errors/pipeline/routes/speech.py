@@ -6,8 +6,8 @@ from fastapi import APIRouter, Header
 from starlette.responses import Response
 
 from omni_errors.pipeline.audio import audio_response_body
-from omni_errors.pipeline.protocol import Limits, SpeechRequest, speech_payload
 from omni_errors.pipeline.routes import request_id
+from omni_errors.pipeline.schemas import Limits, SpeechRequest, speech_payload
 from omni_errors.pipeline.service import Service
 
 __all__ = ["routes"]

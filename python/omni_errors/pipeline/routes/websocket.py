@@ -11,8 +11,8 @@ from pydantic import ValidationError
 from vllm.exceptions import VLLMValidationError
 
 from omni_errors.pipeline.models import SAMPLE_RATE, detokenize
-from omni_errors.pipeline.protocol import ChatRequest, Limits, chat_payload
 from omni_errors.pipeline.routes import FAULT_HEADER, request_id
+from omni_errors.pipeline.schemas import ChatRequest, Limits, chat_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.websocket import websocket_errors
 

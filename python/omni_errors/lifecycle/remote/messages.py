@@ -73,10 +73,10 @@ def recv_frames(sock: zmq.Socket[Any], flags: int = 0) -> list[zmq.Frame]:
     """One multipart message, each part a `zmq.Frame` (no copy). pyzmq's `recv_multipart` asks
     `getsockopt(RCVMORE)` through its Python option enum for every part, several microseconds
     each; a Frame already knows whether more follow."""
-    frame = sock.recv(flags, copy=False)
+    frame = sock.recv(flags, copy=False)  # omni-errors: ignore[OE303]: callers pass NOBLOCK or poll first
     frames = [frame]
     while frame.more:
-        frame = sock.recv(copy=False)
+        frame = sock.recv(copy=False)  # omni-errors: ignore[OE303]: the other parts arrived with the first
         frames.append(frame)
     return frames
 
@@ -189,7 +189,8 @@ def _mapping(obj: Any, what: str) -> dict[str, Any]:
 
 def _version(obj: Any) -> tuple[int, int]:
     if not isinstance(obj, Sequence) or len(obj) != 2:
-        raise ValueError(f"version {obj!r} is not [major, minor]")
+        why = f"version {obj!r} is not [major, minor]"
+        raise ValueError(why)  # omni-errors: ignore[OE101]: the decoder raises ProtocolError from it
     return int(obj[0]), int(obj[1])
 
 

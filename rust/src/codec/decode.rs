@@ -1,243 +1,11 @@
-//! Frame layout 1.1 (see `docs/wire-format.md`): a 16-byte header, length-prefixed UTF-8 strings,
-//! skippable extensions and a trailing CRC32C. All integers are little-endian.
+//! Reading a frame (layout in `layout.rs`): the header, the checksum, then each string, validated
+//! where it lies, so a record borrows the caller's buffer and nothing is half built.
 
-use super::error::{DecodeError, DecodeErrorKind as K, EncodeError};
+use super::error::{DecodeError, DecodeErrorKind as K};
+use super::layout::{peek, CRC_LEN, FLAG_PARAMETER, FLAG_REQUEST_ID, HEADER_LEN, OFF_FLAGS};
 use crate::record::{
-    check_identifier, check_stage_id, check_status, Category, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN,
-    MAX_PARAMETER_LEN, MAX_REQUEST_ID_LEN,
+    check_identifier, DetailsRef, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN, MAX_PARAMETER_LEN, MAX_REQUEST_ID_LEN,
 };
-
-/// First two bytes of every frame: `OE`.
-pub const MAGIC: [u8; 2] = *b"OE";
-/// Major version written and the only one read.
-pub const MAJOR: u8 = 1;
-/// Minor version written; readers accept any minor of their major. 1.1 records the sanitizer
-/// rule set in the header (bytes 14-15, reserved and zero in 1.0).
-pub const MINOR: u8 = 1;
-/// Bytes before the first string.
-pub const HEADER_LEN: usize = 16;
-const CRC_LEN: usize = 4;
-/// The shortest frame: header, two empty length prefixes, checksum.
-pub const MIN_FRAME_LEN: usize = HEADER_LEN + 2 + 2 + CRC_LEN;
-/// The longest frame a reader accepts, extensions included.
-pub const MAX_FRAME_LEN: usize = 64 * 1024;
-/// Extension tags are `u16`; all are optional, and readers skip those they do not know.
-pub const EXT_TAG_MAX: u16 = u16::MAX;
-
-const FLAG_SERVER: u8 = 1 << 0;
-const FLAG_FATAL: u8 = 1 << 1;
-const FLAG_STAGE_ID: u8 = 1 << 2;
-const FLAG_PARAMETER: u8 = 1 << 3;
-const FLAG_REQUEST_ID: u8 = 1 << 4;
-const FLAGS_KNOWN: u8 = FLAG_SERVER | FLAG_FATAL | FLAG_STAGE_ID | FLAG_PARAMETER | FLAG_REQUEST_ID;
-
-// Header offsets.
-const OFF_MAJOR: usize = 2;
-const OFF_FRAME_LEN: usize = 4;
-const OFF_STATUS: usize = 8;
-const OFF_FLAGS: usize = 10;
-const OFF_RESERVED8: usize = 11;
-const OFF_STAGE_ID: usize = 12;
-const OFF_RULE_SET: usize = 14;
-
-/// The sanitizer rule set recorded in a frame: which rules cleaned its `message` and `parameter`.
-/// `0` means not recorded (a 1.0 writer, or an encoder that does not sanitize).
-pub const RULE_SET_UNKNOWN: u16 = 0;
-
-/// What `peek` reads from the header alone, without touching strings or the checksum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Peek {
-    pub category: Category,
-    pub fatal: bool,
-    pub status_code: u16,
-    pub stage_id: Option<u32>,
-    /// Bytes in the whole frame.
-    pub frame_len: usize,
-    /// The sanitizer rule set that cleaned the text ([`RULE_SET_UNKNOWN`] if not recorded).
-    pub rule_set: u16,
-}
-
-/// Bytes the frame for `d` takes.
-#[must_use]
-pub fn encoded_len(d: &DetailsRef<'_>) -> usize {
-    let opt = |s: Option<&str>| s.map_or(0, |s| 2 + s.len());
-    HEADER_LEN + 2 + d.message.len() + 2 + d.error_type.len() + opt(d.parameter) + opt(d.request_id) + CRC_LEN
-}
-
-/// Writes the frame for `d`, whose text `rule_set` sanitized, at the start of `out`; returns its length.
-///
-/// # Errors
-/// [`EncodeError::Invalid`] for a record that breaks an invariant, [`EncodeError::BufferTooSmall`]
-/// when `out` is shorter than [`encoded_len`].
-pub fn encode_into(d: &DetailsRef<'_>, rule_set: u16, out: &mut [u8]) -> Result<usize, EncodeError> {
-    d.validate().map_err(EncodeError::Invalid)?;
-    let len = encoded_len(d);
-    let Some(out) = out.get_mut(..len) else {
-        return Err(EncodeError::BufferTooSmall {
-            needed: len,
-            available: out.len(),
-            offset: 0,
-        });
-    };
-    let mut flags = 0;
-    if d.category == Category::Server {
-        flags |= FLAG_SERVER;
-    }
-    if d.fatal {
-        flags |= FLAG_FATAL;
-    }
-    if d.stage_id.is_some() {
-        flags |= FLAG_STAGE_ID;
-    }
-    if d.parameter.is_some() {
-        flags |= FLAG_PARAMETER;
-    }
-    if d.request_id.is_some() {
-        flags |= FLAG_REQUEST_ID;
-    }
-    // Bounds hold by construction: validate() capped every string, so all lengths fit u16
-    // and the frame fits u32.
-    let mut w = Writer { out, pos: 0 };
-    w.put(&MAGIC);
-    w.put(&[MAJOR, MINOR]);
-    w.put(&(len as u32).to_le_bytes());
-    w.put(&d.status_code.to_le_bytes());
-    w.put(&[flags, 0]);
-    w.put(&(d.stage_id.unwrap_or(0) as u16).to_le_bytes());
-    w.put(&rule_set.to_le_bytes());
-    w.put_str(d.message);
-    w.put_str(d.error_type);
-    if let Some(p) = d.parameter {
-        w.put_str(p);
-    }
-    if let Some(r) = d.request_id {
-        w.put_str(r);
-    }
-    let body_end = w.pos;
-    let crc = crc32c::crc32c(&w.out[..body_end]);
-    w.put(&crc.to_le_bytes());
-    debug_assert_eq!(w.pos, len);
-    Ok(len)
-}
-
-struct Writer<'a> {
-    out: &'a mut [u8],
-    pos: usize,
-}
-
-impl Writer<'_> {
-    fn put(&mut self, bytes: &[u8]) {
-        self.out[self.pos..self.pos + bytes.len()].copy_from_slice(bytes);
-        self.pos += bytes.len();
-    }
-
-    fn put_str(&mut self, s: &str) {
-        self.put(&(s.len() as u16).to_le_bytes());
-        self.put(s.as_bytes());
-    }
-}
-
-/// Reads the header of the frame at the start of `buf`: category, fatal, status, stage id, length.
-///
-/// Checks magic, version, length and the header's own invariants, but not the checksum: it is a
-/// routing hint, and `decode` is the authority.
-///
-/// # Errors
-/// A [`DecodeError`] for a header that is truncated, foreign, of another major version or inconsistent.
-pub fn peek(buf: &[u8]) -> Result<Peek, DecodeError> {
-    let header: &[u8; HEADER_LEN] = match buf.first_chunk() {
-        Some(h) => h,
-        None => return Err(truncated("header", HEADER_LEN, buf.len(), 0)),
-    };
-    if header[..2] != MAGIC {
-        return Err(DecodeError::new(
-            K::BadMagic {
-                found: [header[0], header[1]],
-            },
-            0,
-        ));
-    }
-    if header[OFF_MAJOR] != MAJOR {
-        return Err(DecodeError::new(
-            K::UnsupportedVersion {
-                major: header[OFF_MAJOR],
-            },
-            OFF_MAJOR,
-        ));
-    }
-    // header[OFF_MINOR]: any minor of this major is accepted; its additions are skippable extensions.
-    let frame_len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    let frame_len_usize = frame_len as usize;
-    if !(MIN_FRAME_LEN..=MAX_FRAME_LEN).contains(&frame_len_usize) {
-        return Err(DecodeError::new(
-            K::BadFrameLength {
-                len: frame_len,
-                min: MIN_FRAME_LEN,
-                max: MAX_FRAME_LEN,
-            },
-            OFF_FRAME_LEN,
-        ));
-    }
-    let status_code = u16::from_le_bytes([header[OFF_STATUS], header[OFF_STATUS + 1]]);
-    let flags = header[OFF_FLAGS];
-    if flags & !FLAGS_KNOWN != 0 {
-        return Err(DecodeError::new(
-            K::Reserved {
-                field: "flags",
-                value: u32::from(flags),
-            },
-            OFF_FLAGS,
-        ));
-    }
-    if header[OFF_RESERVED8] != 0 {
-        let value = u32::from(header[OFF_RESERVED8]);
-        return Err(DecodeError::new(
-            K::Reserved {
-                field: "reserved",
-                value,
-            },
-            OFF_RESERVED8,
-        ));
-    }
-    let stage_raw = u16::from_le_bytes([header[OFF_STAGE_ID], header[OFF_STAGE_ID + 1]]);
-    let rule_set = u16::from_le_bytes([header[OFF_RULE_SET], header[OFF_RULE_SET + 1]]);
-    let stage_id = if flags & FLAG_STAGE_ID != 0 {
-        let id = u32::from(stage_raw);
-        check_stage_id(id).map_err(|e| DecodeError::new(K::Invalid(e), OFF_STAGE_ID))?;
-        Some(id)
-    } else if stage_raw != 0 {
-        return Err(DecodeError::new(
-            K::StageIdWithoutFlag { value: stage_raw },
-            OFF_STAGE_ID,
-        ));
-    } else {
-        None
-    };
-    let category = if flags & FLAG_SERVER != 0 {
-        Category::Server
-    } else {
-        Category::Client
-    };
-    check_status(category, status_code).map_err(|e| DecodeError::new(K::Invalid(e), OFF_STATUS))?;
-    let fatal = flags & FLAG_FATAL != 0;
-    if fatal && category == Category::Client {
-        return Err(DecodeError::new(
-            K::Invalid(crate::record::RecordError::FatalClient),
-            OFF_FLAGS,
-        ));
-    }
-    if buf.len() < frame_len_usize {
-        return Err(truncated("frame", frame_len_usize, buf.len(), 0));
-    }
-    Ok(Peek {
-        category,
-        fatal,
-        status_code,
-        stage_id,
-        frame_len: frame_len_usize,
-        rule_set,
-    })
-}
 
 /// A decoded frame: the record, borrowing the frame's bytes, and what the header says about it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,17 +169,6 @@ fn is_ascii(bytes: &[u8]) -> bool {
     chunks.fold(last, |acc, c| acc | word(c)) & HIGH == 0
 }
 
-fn truncated(field: &'static str, needed: usize, available: usize, at: usize) -> DecodeError {
-    DecodeError::new(
-        K::Truncated {
-            field,
-            needed,
-            available,
-        },
-        at,
-    )
-}
-
 /// Iterates over back-to-back frames in one buffer; stops at the first error.
 pub struct Frames<'a> {
     buf: &'a [u8],
@@ -449,7 +206,11 @@ impl<'a> Iterator for Frames<'a> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::encode::{encode_into, encoded_len};
+    use super::super::error::EncodeError;
+    use super::super::layout::*;
     use super::*;
+    use crate::record::Category;
     use crate::record::Details;
 
     fn sample() -> Details {

@@ -25,8 +25,9 @@ from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import Abort, Add, Command, LinkClosedError, Output, Shutdown
+from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import StageConnectConfig
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     CLOSE,
     LOST,
     Hello,
@@ -63,7 +64,7 @@ class ZmqWorkerLink:
     def join(cls, cfg: StageConnectConfig, hello: Hello) -> tuple[ZmqWorkerLink, Welcome]:
         """Connect, say HELLO and wait for WELCOME (`cfg.connect_timeout`). Raises StageJoinError,
         or KeyFileError before connecting when a key file is wrong."""
-        curve = cfg.load_keys()
+        curve = keys.stage_keys(cfg)
         ctx: zmq.Context[Any] = zmq.Context()
         pair = ctx.socket(zmq.PAIR)
         inproc = f"inproc://omni-link-{secrets.token_hex(4)}"
@@ -155,7 +156,8 @@ class ZmqWorkerLink:
 
     def _post(self, kind: int, parts: Sequence[bytes] = (), code: int = 0) -> None:
         try:
-            self._pair.send_multipart([header(kind, 0, code), *parts], copy=False)
+            frames = [header(kind, 0, code), *parts]
+            self._pair.send_multipart(frames, copy=False)  # omni-errors: ignore[OE303]: SNDTIMEO is set
         except zmq.Again as exc:
             raise LinkClosedError("the link thread stopped taking messages") from exc
 
@@ -170,7 +172,7 @@ def run_remote_stage(stage_id: int, name: str, engine: str, cfg: StageConnectCon
         # the link thread could not answer heartbeats meanwhile. A failure here is reported over
         # the link when the engine is built, so the server still learns the root cause.
         StageSpec(engine).resolve()
-    except Exception:
+    except Exception:  # omni-errors: ignore[OE202]: logged; the stage joins and reports it as FAILED
         logger.exception("stage %d (%s): importing %s failed", stage_id, name, engine)
     hello = Hello(
         stage_id=stage_id,

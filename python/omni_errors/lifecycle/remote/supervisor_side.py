@@ -5,7 +5,7 @@ authenticator thread: a peer whose key is not allowed never completes the handsh
 of its frames reaches this socket) and hands each message to the `session.RemoteStageLink` whose session
 it belongs to. The socket is read on the asyncio loop in bounded batches, so a flood cannot
 starve the HTTP server or the watchdog. Sends never block: at the high-water mark, or while the
-stage's connection is down, `add` raises LinkFullError (the request gets 503). docs/remote.md
+stage's connection is down, `add` raises LinkRefusedError (the request gets 503). docs/remote.md
 describes the sessions and deadlines.
 """
 
@@ -22,11 +22,12 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 import omni_errors
-from omni_errors.lifecycle.api import LifecycleConfig
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
+from omni_errors.lifecycle.links import Refusal
+from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, endpoint_host
-from omni_errors.lifecycle.remote.protocol import (
+from omni_errors.lifecycle.remote.messages import (
     LINK_MAJOR,
     Hello,
     ProtocolError,
@@ -36,6 +37,7 @@ from omni_errors.lifecycle.remote.protocol import (
     recv_frames,
 )
 from omni_errors.lifecycle.remote.session import RemoteStageLink
+from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["LinkServer", "LinkStats"]
 
@@ -110,7 +112,7 @@ class LinkServer:
         sock.setsockopt(zmq.LINGER, int(cfg.linger * 1000))
         host, _ = endpoint_host(cfg.endpoint)
         sock.setsockopt(zmq.IPV6, int(":" in host))
-        curve = cfg.load_keys()
+        curve = keys.server_keys(cfg)
         if curve is not None:
             public, secret, allowed = curve
             self._auth = ThreadAuthenticator(ctx, log=logging.getLogger("omni_errors.lifecycle.remote.zap"))
@@ -120,6 +122,8 @@ class LinkServer:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
             sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+        if cfg.listen_fd is not None:
+            sock.setsockopt(zmq.USE_FD, cfg.listen_fd)  # libzmq owns the socket from now on
         try:
             sock.bind(cfg.endpoint)
         except zmq.ZMQError as exc:
@@ -152,19 +156,19 @@ class LinkServer:
 
     # -- sending ----------------------------------------------------------------------------
 
-    def send(self, routing: bytes, frames: Sequence[bytes]) -> str | None:
-        """Queue one message for `routing`: None once queued, else why not ("full", "unreachable")."""
+    def send(self, routing: bytes, frames: Sequence[bytes]) -> Refusal | None:
+        """Queue one message for `routing`: None once queued, else why not."""
         sock = self._sock
         if sock is None:
-            return "unreachable"
+            return Refusal.UNREACHABLE
         try:
             sock.send_multipart([routing, *frames], zmq.NOBLOCK)
         except zmq.Again:
-            return "full"
+            return Refusal.FULL
         except zmq.ZMQError as exc:
             if exc.errno != zmq.EHOSTUNREACH:
                 raise
-            return "unreachable"  # not connected right now (it may reconnect within its deadline)
+            return Refusal.UNREACHABLE  # not connected right now (it may reconnect within its deadline)
         finally:
             self._after_io()
         return None
@@ -197,7 +201,7 @@ class LinkServer:
             self.stats.by_key[self._sender(frames[-1])] += 1
             try:
                 self._dispatch(frames)
-            except Exception:  # a defect here must not leave the socket unread
+            except Exception:  # omni-errors: ignore[OE202]: a defect here must not leave the socket unread
                 logger.exception("link: failed to handle a message")
             if self._sock is None:  # a callback closed the server (the pipeline died)
                 return
@@ -258,4 +262,5 @@ class LinkServer:
         self.stats.refused += 1
         who = f"{hello.host} pid {hello.pid}" if hello else "a peer"
         logger.warning("link: refused %s: %s", who, reason)
-        self.send(routing, [header(Kind.REFUSED), pack({"reason": reason})])
+        body = pack({"reason": reason})
+        self.send(routing, [header(Kind.REFUSED), body])  # omni-errors: ignore[OE303]: send is NOBLOCK

@@ -8,6 +8,7 @@ from typing import Any
 
 from omni_errors import OmniErrorDetails
 from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.state import State
 from omni_errors.lifecycle.worker import WorkerConfig
 
 __all__ = [
@@ -53,7 +54,7 @@ class StageResult:
 class Health:
     ok: bool
     status_code: int  # 200 or 503, what /health should answer
-    state: str  # starting | running | stopping | dead | stopped
+    state: State  # a str enum: its value is what /health reports
     error: OmniErrorDetails | None = None
 
 

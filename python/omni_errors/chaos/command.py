@@ -17,6 +17,12 @@ from omni_errors.chaos.scenarios import SCENARIOS, TARGETS, of_target
 __all__ = ["add_arguments", "add_command", "run_cli"]
 
 ALL_PASSED, SOME_FAILED, USAGE = 0, 1, 2
+VLLM_OMNI_NEEDS = (
+    "--target vllm-omni runs the real `vllm-omni serve` on CPU with a fake diffusion engine, "
+    "omni_errors_fake_diffusion: a test double that is not part of the omni-errors wheel. From a source "
+    "checkout, `make build-omni` installs it with vLLM-Omni 0.30 in .venv-omni; into another vLLM-Omni 0.30 "
+    "environment, `pip install tests/vllm_omni/fake_diffusion`."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,7 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--target",
         default="pipeline",
         choices=sorted(TARGETS),
-        help="the server the scenarios run against (default: %(default)s, the reference pipeline)",
+        help="the server the scenarios run against (default: %(default)s, the reference pipeline); vllm-omni "
+        "needs a vLLM-Omni 0.30 environment and its test double (see below)",
     )
     p.add_argument("--scale", type=float, default=1.0, help="multiply request counts (0.2: CI size, 200 streams)")
     p.add_argument("--deadline", type=float, default=120.0, help="seconds after which an unanswered request is hung")
@@ -48,6 +55,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         help="start fresh servers, inject faults, and check every request is answered",
         description="Replay fault scenarios against fresh servers; report each request's outcome, "
         "time to all answered, exit codes, orphan processes and leftover shm. Exits 1 if any check fails.",
+        epilog=VLLM_OMNI_NEEDS,
     )
     add_arguments(chaos)
     chaos.set_defaults(func=run_cli)

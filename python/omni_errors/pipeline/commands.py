@@ -61,13 +61,14 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from omni_errors.lifecycle.remote import keys
     from omni_errors.lifecycle.remote.config import LinkConfigError
     from omni_errors.pipeline.remote import USAGE, link_config
 
     try:  # before anything heavy is imported: a wrong flag or key file is said at once
         link = link_config(args)
         if link is not None:
-            link.load_keys()
+            keys.server_keys(link)
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors serve: {exc}\n")
         return USAGE
@@ -75,7 +76,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from omni_errors.lifecycle import LifecycleConfig
-    from omni_errors.pipeline.protocol import Limits
+    from omni_errors.pipeline.schemas import Limits
     from omni_errors.pipeline.server import ServeConfig, serve
     from omni_errors.pipeline.service import PipelineConfig
 
