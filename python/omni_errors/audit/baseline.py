@@ -89,3 +89,17 @@ def apply(report: AuditReport, allowed: Counter[str]) -> None:
         sites.append(site)
     report.sites = sites
     report.baseline = {"new": new, "known": known, "fixed": sum(left.values())}
+
+
+MASS_FIX = 10  # fixed sites: below this, no run is suspicious
+
+
+def mass_fix_warning(report: AuditReport) -> str | None:
+    """A warning when most of the baseline is "fixed" in one run: more likely the wrong tree than a migration."""
+    b = report.baseline
+    if not b or b["fixed"] < MASS_FIX or b["fixed"] * 2 <= b["fixed"] + b["known"]:
+        return None
+    return (
+        f"{b['fixed']:,} of the baseline's {b['fixed'] + b['known']:,} sites are fixed at once: is this the tree "
+        "(and the package root) the baseline was written for? Fingerprints hold the path inside the package."
+    )

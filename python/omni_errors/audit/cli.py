@@ -112,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     except AuditInputError as exc:
         print(f"omni-errors audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    warning = baseline.mass_fix_warning(report)
+    if warning:
+        print(f"omni-errors audit: warning: {warning}", file=sys.stderr)
     code = exit_code(report, args.exit_zero or args.write_baseline)
     _emit(args, report, code)
     return code
@@ -134,7 +137,7 @@ def _emit(args: argparse.Namespace, report: AuditReport, code: int) -> None:
     elif args.sarif:
         text = sarif.render(report, __version__, code)
     else:
-        text = table.render(report, list_sites=args.list)
+        text = table.render(report, list_sites=args.list, failing=code == EXIT_NEW_SITES)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")
         print(f"omni-errors audit: report written to {args.output}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from omni_errors.audit.baseline import gated
+from omni_errors.audit.baseline import gated, mass_fix_warning
 from omni_errors.audit.model import Site
 from omni_errors.audit.rules import RULES, SEMANTIC
 from omni_errors.audit.runner import AuditReport
@@ -20,8 +20,8 @@ def counts(report: AuditReport) -> dict[str, Counter[str]]:
     return table
 
 
-def render(report: AuditReport, list_sites: bool = False) -> str:
-    """The whole terminal report."""
+def render(report: AuditReport, list_sites: bool = False, failing: bool = False) -> str:
+    """The whole terminal report; the new sites are listed when a baseline was given or the run fails."""
     out = [_summary(report)]
     out.extend(f"  unparsable: {f.display}: {error}" for f, error in report.unparsable)
     out.append("")
@@ -41,12 +41,17 @@ def render(report: AuditReport, list_sites: bool = False) -> str:
     suppressed = sum(1 for s in report.sites if s.suppressed is not None)
     if suppressed:
         out.append(f"suppressed with a reason: {suppressed:,}")
-    shown = [s for s in report.sites if gated(s) and s.new] if report.baseline else []
+    shown = [s for s in report.sites if gated(s) and s.new] if report.baseline or failing else []
     if report.baseline:
         b = report.baseline
         out.append(f"baseline: {b['new']:,} new, {b['known']:,} known, {b['fixed']:,} fixed")
         if b["fixed"]:
             out.append("  fixed sites are still allowed: rerun with --write-baseline to tighten the baseline")
+        warning = mass_fix_warning(report)
+        if warning:
+            out.append(f"  warning: {warning}")
+    if shown:
+        out.append(f"new sites of gated rules: {len(shown):,}")
     if list_sites:
         shown = report.sites
     if shown:
