@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from omni_errors.audit.runner import AuditReport
 
 FORMAT = "omni-errors-audit-baseline"
-VERSION = 1
+VERSION = 2  # 2: fingerprints from the AST shape of a site (version 1 hashed its source text)
 
 
 def gated(site: Site) -> bool:
@@ -63,7 +63,10 @@ def read(path: Path) -> Counter[str]:
     except (OSError, ValueError) as exc:
         raise AuditInputError(f"cannot read baseline {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise AuditInputError(f"{path} is not an omni-errors audit baseline (format {FORMAT} version {VERSION})")
+        raise AuditInputError(
+            f"{path} is not an omni-errors audit baseline (format {FORMAT} version {VERSION}); "
+            "a baseline of an older version is rewritten with --write-baseline"
+        )
     allowed: Counter[str] = Counter()
     try:
         for entries in data["files"].values():

@@ -169,6 +169,8 @@ class ExpressionChecks:
                 status = self.call_status(call, name)
                 if status is not None and 400 <= status < 500:
                     handlers[-1].answer = f"`{name}` with status {status}"
+                elif name in N.WEBSOCKET_SENDS and sink:
+                    handlers[-1].answer = f"`{name}` (a WebSocket error reply: the client's fault)"
                 elif status is None and name and not any(kw.arg in N.STATUS_KEYWORDS for kw in call.keywords):
                     handlers[-1].callees.append(name)
 

@@ -90,6 +90,7 @@ CLIENT_SINKS: Final = (
     | PUBLIC_ERRORS
     | frozenset({"HTTPException", "WebSocketException", "ErrorResponse", "ErrorInfo", "send_json", "send_text"})
 )
+WEBSOCKET_SENDS: Final = frozenset({"send_json", "send_text"})
 # Where a call takes the HTTP status positionally (index), besides the keywords in STATUS_KEYWORDS.
 STATUS_POSITION: Final = {name: 1 for name in RESPONSE_CLASSES} | {"HTTPException": 0, "create_error_response": 2}
 STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_status"})

@@ -141,6 +141,11 @@ class ClassGraph:
                 status = self.status_defaults[callee]
                 message = f"`except ValueError` answers `{callee}` (its status defaults to {status})"
                 out.append(u.site._replace(message=message))
+                continue
+            callee = next((c for c in u.callees if c in self.client_params), None)
+            if callee is not None:  # `_send_error(websocket, str(e))`: the reply blames the client
+                message = f"`except ValueError` answers `{callee}`, which sends the error to the client"
+                out.append(u.site._replace(message=message))
         return out
 
 

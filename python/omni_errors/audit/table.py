@@ -60,20 +60,51 @@ def render(report: AuditReport, list_sites: bool = False, failing: bool = False)
     return "\n".join(out) + "\n"
 
 
+WIDTH = 100  # columns: a table wider than this is split into blocks of rule columns
+
+
 def matrix(by_area: dict[str, Counter[str]], codes: list[str]) -> str:
-    """Areas as rows, rule codes as columns, with totals."""
+    """Areas as rows, rule codes as columns (headed by their number: `101` is OE101), with totals;
+    each column as wide as its widest cell, and split into blocks that fit WIDTH columns."""
     areas = sorted(by_area)
-    width = max([len("area"), len("total"), *map(len, areas)])
-    cells = [max(len(code), 5) for code in codes]
-    rows = [
-        "  ".join(["area".ljust(width), *(c.rjust(w) for c, w in zip(codes, cells, strict=True)), "total".rjust(6)])
-    ]
     total: Counter[str] = Counter()
     for area in areas:
-        row = by_area[area]
-        total.update(row)
-        rows.append(_row(area, row, codes, width, cells))
-    rows.append(_row("total", total, codes, width, cells))
+        total.update(by_area[area])
+    width = max([len("area (OE)"), len("total"), *map(len, areas)])
+    cells = {c: max(len(c) - 2, len(f"{total[c]:,}")) for c in codes}
+    grand = len(f"{sum(total.values()):,}")
+    blocks: list[list[str]] = [[]]
+    used = width + 2 + max(grand, 5)
+    for code in codes:
+        if blocks[-1] and used + 2 + cells[code] > WIDTH:
+            blocks.append([])
+            used = width + 2 + max(grand, 5)
+        blocks[-1].append(code)
+        used += 2 + cells[code]
+    out = []
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
+        out.append(_block(by_area, areas, total, block, width, cells, max(grand, 5) if last else 0))
+    return "\n\n".join(out)
+
+
+def _block(
+    by_area: dict[str, Counter[str]],
+    areas: list[str],
+    total: Counter[str],
+    codes: list[str],
+    width: int,
+    cells: dict[str, int],
+    total_width: int,
+) -> str:
+    head = ["area (OE)".ljust(width), *(c[2:].rjust(cells[c]) for c in codes)]
+    rows = ["  ".join([*head, "total".rjust(total_width)] if total_width else head)]
+    for area in [*areas, "total"]:
+        row = total if area == "total" else by_area[area]
+        values = [(f"{row[c]:,}" if row[c] else "-").rjust(cells[c]) for c in codes]
+        if total_width:
+            values.append(f"{sum(row.values()):,}".rjust(total_width))
+        rows.append("  ".join([area.ljust(width), *values]))
     rows.insert(-1, "-" * len(rows[0]))
     return "\n".join(rows)
 
@@ -81,11 +112,6 @@ def matrix(by_area: dict[str, Counter[str]], codes: list[str]) -> str:
 def line(site: Site) -> str:
     mark = f"  [suppressed: {site.suppressed}]" if site.suppressed else ""
     return f"{site.path}:{site.line}:{site.column}: {site.rule} {site.message}{mark}"
-
-
-def _row(name: str, row: Counter[str], codes: list[str], width: int, cells: list[int]) -> str:
-    values = [(f"{row[c]:,}" if row[c] else "-").rjust(w) for c, w in zip(codes, cells, strict=True)]
-    return "  ".join([name.ljust(width), *values, f"{sum(row.values()):,}".rjust(6)])
 
 
 def _summary(report: AuditReport) -> str:
