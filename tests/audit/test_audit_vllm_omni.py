@@ -144,3 +144,8 @@ def test_recall_on_entrypoints_of_the_labelled_sample(report: AuditReport, rule:
     hits = sum(r["site"] in found for r in rows)
     assert len(rows) > 30
     assert hits / len(rows) >= RECALL_ON_ENTRYPOINTS[rule]
+
+
+def test_the_terminal_table_fits_100_columns(report: AuditReport) -> None:
+    text = table.render(report)
+    assert max(map(len, text.splitlines())) <= table.WIDTH == 100
