@@ -39,16 +39,31 @@ def key(function: str, socket: str) -> str:
 def socket_facts(text: str) -> SocketFacts:
     facts = SocketFacts()
     defs = [(m.start(), m.group(1)) for m in _DEF.finditer(text)]
-    for pattern in (_SETSOCKOPT, _ATTRIBUTE):
-        for m in pattern.finditer(text):
-            option = m.group(2).upper()
-            function = _enclosing_def(defs, m.start())
-            facts.timeouts.setdefault(key(function, m.group(1)), set()).add(option)
-            if function:
-                facts.makers.setdefault(function, set()).add(option)
-    for pattern in (_ROUTER_ASSIGN, _ROUTER_WITH):
-        facts.routers.update(key(_enclosing_def(defs, m.start()), m.group(1)) for m in pattern.finditer(text))
+    for start, line in _lines_with(text, ("setsockopt", "timeo")):
+        for pattern in (_SETSOCKOPT, _ATTRIBUTE):
+            for m in pattern.finditer(line):
+                option = m.group(2).upper()
+                function = _enclosing_def(defs, start)
+                facts.timeouts.setdefault(key(function, m.group(1)), set()).add(option)
+                if function:
+                    facts.makers.setdefault(function, set()).add(option)
+    for start, line in _lines_with(text, ("zmq.ROUTER",)):
+        for pattern in (_ROUTER_ASSIGN, _ROUTER_WITH):
+            facts.routers.update(key(_enclosing_def(defs, start), m.group(1)) for m in pattern.finditer(line))
     return facts
+
+
+def _lines_with(text: str, needles: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(offset, line) of each line holding one of `needles`: the patterns then run on those lines only."""
+    found: dict[int, str] = {}
+    for needle in needles:
+        i = text.find(needle)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            found[start] = text[start : end if end >= 0 else len(text)]
+            i = text.find(needle, i + 1)
+    return sorted(found.items())
 
 
 def _enclosing_def(defs: list[tuple[int, str]], position: int) -> str:
