@@ -230,7 +230,7 @@ class ExpressionChecks:
             return callee in N.TORCH_WORK_CALLS or "isend" in callee or "irecv" in callee
         if not self.torch_distributed:
             return False
-        text = shape(receiver).lower()
+        text = ast.unparse(receiver).lower()
         return not any(word in text for word in ("event", "done", "stop", "ready", "closed", "wake", "lease"))
 
     def zmq_wait(self, call: ast.Call, name: str) -> None:
@@ -248,7 +248,7 @@ class ExpressionChecks:
             return
         option = RECV if receiving else SEND
         sockets = self.sockets
-        text = socket_key(self.scope.qualname.rpartition(".")[2], shape(receiver))
+        text = socket_key(self.scope.qualname.rpartition(".")[2], ast.unparse(receiver))
         if option in sockets.timeouts.get(text, ()) or self.made_with(receiver, option):
             return  # RCVTIMEO/SNDTIMEO set on this socket, or by the function that made it
         if not receiving and (text in sockets.routers or _routes_by_identity(call)):
