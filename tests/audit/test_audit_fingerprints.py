@@ -38,7 +38,7 @@ def test_a_reformatted_tree_has_no_new_site(vllm_omni_package: Path, tmp_path: P
         a.read_bytes() != b.read_bytes()
         for a, b in ((p, copy / p.relative_to(vllm_omni_package)) for p in vllm_omni_package.rglob("*.py"))
     )
-    assert changed > 1000, "the reformat must move most of the tree, or the test proves nothing"
+    assert changed > 500, "the reformat must rewrite hundreds of files, or the test proves nothing"
 
     report = audit([copy], use_cache=False, progress=False)
     baseline.apply(report, baseline.read(BASELINE))

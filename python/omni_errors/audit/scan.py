@@ -36,7 +36,7 @@ _NEEDLES = (
     "HTTPException",
     "WebSocketException",
     "ErrorInfo",
-    ".close(",
+    "close(",
     "ClientError",
     "ValidationError",
     "NotFoundError",
@@ -50,6 +50,7 @@ _ZMQ_NEEDLES = (".recv", ".send")
 _WAIT_CALL = re.compile(r"\.(?:get|join|wait)\s*\(\s*(?:\)|#|True|block|timeout|None)")
 _IMPORTS_ZMQ = re.compile(r"^\s*(?:import|from)\s+zmq\b", re.MULTILINE)
 _RAISED_NAME = re.compile(r"raise\s+(\w+)")
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 
 ChunkItem = tuple[str, str, bool, str]  # (path, module, is_package, key_path)
 
@@ -122,7 +123,7 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
         reraises=visitor.reraises,
         client_params=visitor.client_params,
         status_defaults=visitor.status_defaults,
-        defined=visitor.defined,
+        defined=sorted(set(_DEF.findall(text))),  # every def, also in bodies the walk skips
         forwarded=visitor.forwarded,
         unanswered=visitor.unanswered,
     )

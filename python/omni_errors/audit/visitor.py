@@ -58,7 +58,6 @@ class FileVisitor(ExpressionChecks):
         self.classes: dict[str, list[str]] = {}
         self.aliases: dict[str, str] = {}
         self.functions: list[str] = []
-        self.defined: list[str] = []
         self.status_defaults: dict[str, int] = {}
         self.unanswered: list[Unanswered] = []
         self.reraises = 0
@@ -333,7 +332,6 @@ class FileVisitor(ExpressionChecks):
         parent = self.scope
         qualname = f"{parent.qualname}.{s.name}" if parent.qualname else s.name
         full = f"{self.module}.{qualname}"
-        self.defined.append(s.name)
         if parent.kind == "module":  # importable by name, so `raise make_error()` elsewhere resolves here
             self.functions.append(full)
         if parent.kind == "class":
