@@ -82,7 +82,7 @@ def test_baseline_file_is_reviewable_json(write_tree: WriteTree, tmp_path: Path)
     baseline.write(allow, audit([package], use_cache=False, jobs=1, progress=False))
     text = allow.read_text(encoding="utf-8")
     doc = json.loads(text)
-    assert doc["format"] == "omni-errors-audit-baseline" and doc["version"] == 1 and doc["sites"] == 3
+    assert doc["format"] == "omni-errors-audit-baseline" and doc["version"] == 2 and doc["sites"] == 3
     assert list(doc["files"]) == ["pkg/m.py", "pkg/n.py"]
     (entry,) = doc["files"]["pkg/m.py"]
     assert entry[0] == "OE101" and entry[2] == 2 and entry[3] == "f" and entry[4] == 'raise ValueError("x is required")'
@@ -96,7 +96,7 @@ def test_baseline_file_is_reviewable_json(write_tree: WriteTree, tmp_path: Path)
         ("{not json", "cannot read baseline"),
         ('{"format": "other"}', "is not an omni-errors audit baseline"),
         (
-            '{"format": "omni-errors-audit-baseline", "version": 1, "files": {"a.py": [["OE101"]]}}',
+            '{"format": "omni-errors-audit-baseline", "version": 2, "files": {"a.py": [["OE101"]]}}',
             "malformed baseline",
         ),
     ],

@@ -107,7 +107,7 @@ def test_sarif_and_json_to_a_file(write_tree: WriteTree, tmp_path: Path) -> None
 
 
 def test_rules_reference_matches_the_docs() -> None:
-    out = _cli("--rules")
+    out = _cli("--rules", "markdown")
     assert out.returncode == 0
     assert out.stdout == markdown_table()
     assert markdown_table() in (ROOT / "docs" / "audit.md").read_text(encoding="utf-8")
@@ -157,3 +157,64 @@ def test_progress_bar_only_on_a_terminal(write_tree: WriteTree) -> None:
     assert "auditing" not in piped.stderr
     code, tty = _run_on_a_tty([str(package), "--no-cache", "--no-progress"])
     assert "auditing" not in tty
+
+
+def test_a_gate_pointed_at_a_folder_without_python_files_fails(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.md").write_text("not code\n", encoding="utf-8")
+    out = _cli(str(tmp_path / "docs"), "--no-cache")
+    assert out.returncode == 2
+    assert "omni-errors audit: error: no .py file under" in out.stderr
+
+
+def test_a_failing_run_lists_its_new_sites_and_a_mass_fix_is_flagged(write_tree: WriteTree, tmp_path: Path) -> None:
+    package = write_tree(MANY)
+    failing = _cli(str(package), "--no-cache")
+    assert failing.returncode == 1
+    assert "new sites of gated rules: 30" in failing.stdout
+    assert "m0.py:3:9: OE101 raw `raise ValueError`" in failing.stdout
+
+    allow = tmp_path / "allow.json"
+    assert _cli(str(package), "--baseline", str(allow), "--write-baseline", "--no-cache").returncode == 0
+    for i in range(1, 30):  # 29 of the 30 sites "fixed" at once: more likely the wrong tree
+        (package / f"m{i}.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+    out = _cli(str(package), "--baseline", str(allow), "--no-cache")
+    assert out.returncode == 0
+    assert "warning: 29 of the baseline's 30 sites are fixed at once" in out.stderr
+    assert "warning: 29 of the baseline's 30 sites are fixed at once" in out.stdout
+
+
+def test_github_annotations(write_tree: WriteTree) -> None:
+    package = write_tree({"m.py": "def f(x):\n    if x:\n        raise ValueError('100%, bad')\n"})
+    out = _cli(str(package), "--github", "--no-cache", cwd=package.parent)
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == [
+        "::error file=pkg/m.py,line=3,endLine=3,col=9,title=OE101 raw-value-error::raw raise ValueError",
+        "omni-errors audit: 2 files, 1 new sites of gated rules",
+    ]
+
+
+def test_the_pre_commit_hook_runs_the_gate_with_a_baseline(write_tree: WriteTree, tmp_path: Path) -> None:
+    import shlex
+
+    import yaml
+
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert hook["id"] == "omni-errors-audit" and hook["pass_filenames"] is False and hook["language"] == "python"
+    program, command, *options = shlex.split(hook["entry"])
+    assert (program, command) == ("omni-errors", "audit")
+    package = write_tree(MANY)
+    allow = tmp_path / "allow.json"
+    assert _cli(str(package), "--baseline", str(allow), "--write-baseline", "--no-cache").returncode == 0
+    args = [*options, str(package), "--baseline", str(allow), "--cache-dir", str(tmp_path / "cache")]
+    assert _cli(*args).returncode == 0
+    write_tree({"new.py": "def g():\n    raise TypeError('new')\n"})
+    assert _cli(*args).returncode == 1
+
+
+def test_rules_for_a_terminal_fit_100_columns() -> None:
+    out = _cli("--rules")
+    assert out.returncode == 0
+    assert "OE303  wait-without-deadline  (advisory: reported, never gated)" in out.stdout
+    assert "`" not in out.stdout and "|" not in out.stdout
+    assert max(map(len, out.stdout.splitlines())) <= 100

@@ -49,7 +49,7 @@ def test_table_by_area_and_rule(audit_snippets: AuditSnippets) -> None:
     assert "4 parsed, 1 unparsable" in lines[0]
     assert lines[1].startswith("  unparsable: ") and "broken.py: syntax error" in lines[1]
     header = next(line for line in lines if line.startswith("area"))
-    assert header.split() == ["area", "OE000", "OE201", "OE205", "OE301", "OE901", "total"]
+    assert header.split() == ["area", "(OE)", "000", "201", "205", "301", "901", "total"]
     assert next(line for line in lines if line.startswith("api ")).split() == ["api", "-", "1", "1", "-", "-", "2"]
     assert next(line for line in lines if line.startswith("total")).split() == ["total", "1", "1", "1", "1", "1", "5"]
     assert "  OE201  value-error-as-4xx: `except ValueError` that answers 4xx" in lines
@@ -94,7 +94,7 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(audit_snippets: AuditSni
     assert location["region"] == {"startLine": 6, "startColumn": 5, "endLine": 6}
     assert location["artifactLocation"]["uri"].endswith("pkg/api/routes.py")
     assert results["OE101"]["suppressions"] == [{"kind": "inSource", "justification": "internal invariant, tested"}]
-    assert results["OE201"]["partialFingerprints"]["omniErrorsAudit/v1"].startswith("OE201:")
+    assert results["OE201"]["partialFingerprints"]["omniErrorsAudit/v2"].startswith("OE201:")
     assert run["invocations"] == [{"executionSuccessful": True, "exitCode": 1}]
 
 

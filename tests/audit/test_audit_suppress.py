@@ -28,7 +28,9 @@ def test_a_suppression_with_a_reason_suppresses_its_code_on_its_line(audit_snipp
         ("OE101", 3, "CLI usage error, never served"),
         ("OE101", 5, "argparse-style error"),
     ]
-    assert rule_lines(report, "OE102", "OE002") == [("OE002", 8), ("OE102", 8)]
+    # Every code that suppresses nothing is reported, also beside one that does (line 5's OE103).
+    assert rule_lines(report, "OE102", "OE002") == [("OE002", 5), ("OE002", 8), ("OE102", 8)]
+    assert messages(report, "OE002")[0] == "suppression of OE103 matches no site on this line (its other codes do)"
 
 
 def test_a_suppression_on_the_last_line_of_a_multi_line_site(audit_snippets: AuditSnippets) -> None:

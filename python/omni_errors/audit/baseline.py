@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from omni_errors.audit.runner import AuditReport
 
 FORMAT = "omni-errors-audit-baseline"
-VERSION = 1
+VERSION = 2  # 2: fingerprints from the AST shape of a site (version 1 hashed its source text)
 
 
 def gated(site: Site) -> bool:
@@ -63,7 +63,10 @@ def read(path: Path) -> Counter[str]:
     except (OSError, ValueError) as exc:
         raise AuditInputError(f"cannot read baseline {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise AuditInputError(f"{path} is not an omni-errors audit baseline (format {FORMAT} version {VERSION})")
+        raise AuditInputError(
+            f"{path} is not an omni-errors audit baseline (format {FORMAT} version {VERSION}); "
+            "a baseline of an older version is rewritten with --write-baseline"
+        )
     allowed: Counter[str] = Counter()
     try:
         for entries in data["files"].values():
@@ -89,3 +92,17 @@ def apply(report: AuditReport, allowed: Counter[str]) -> None:
         sites.append(site)
     report.sites = sites
     report.baseline = {"new": new, "known": known, "fixed": sum(left.values())}
+
+
+MASS_FIX = 10  # fixed sites: below this, no run is suspicious
+
+
+def mass_fix_warning(report: AuditReport) -> str | None:
+    """A warning when most of the baseline is "fixed" in one run: more likely the wrong tree than a migration."""
+    b = report.baseline
+    if not b or b["fixed"] < MASS_FIX or b["fixed"] * 2 <= b["fixed"] + b["known"]:
+        return None
+    return (
+        f"{b['fixed']:,} of the baseline's {b['fixed'] + b['known']:,} sites are fixed at once: is this the tree "
+        "(and the package root) the baseline was written for? Fingerprints hold the path inside the package."
+    )

@@ -29,6 +29,7 @@ examples:
   omni-errors audit --package vllm_omni --exit-zero     an installed package, never failing
   omni-errors audit src/ --json > audit.json            everything, machine-readable
   omni-errors audit src/ --sarif -o audit.sarif         for GitHub code scanning
+  omni-errors audit src/ --baseline B.json --github     annotations on a pull request's diff
   omni-errors audit src/ --baseline audit-baseline.json --write-baseline    record today's sites
   omni-errors audit src/ --baseline audit-baseline.json                     CI: fail on new sites only
 
@@ -61,6 +62,9 @@ def add_command(sub: argparse._SubParsersAction, prog: str | None = None) -> Non
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the report as JSON")
     fmt.add_argument("--sarif", action="store_true", help="print the report as SARIF 2.1.0")
+    fmt.add_argument(
+        "--github", action="store_true", help="print GitHub Actions annotations (errors: the new sites of gated rules)"
+    )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--list", action="store_true", help="list every site under the table (default: only new ones)")
     p.add_argument("--baseline", type=Path, metavar="FILE", help="allowlist of known sites: only new ones fail")
@@ -71,7 +75,13 @@ def add_command(sub: argparse._SubParsersAction, prog: str | None = None) -> Non
     p.add_argument("--cache-dir", type=Path, metavar="DIR", help="result cache (default: ~/.cache/omni-errors/audit)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal)")
-    p.add_argument("--rules", action="store_true", help="print what each rule counts and cannot know, then exit")
+    p.add_argument(
+        "--rules",
+        nargs="?",
+        const="text",
+        choices=("text", "markdown"),
+        help="print what each rule counts and cannot know (text, or the Markdown table of docs/audit.md), then exit",
+    )
     p.set_defaults(func=run, parser=p)
 
 
@@ -79,12 +89,12 @@ def run(args: argparse.Namespace) -> int:
     from omni_errors.audit import baseline
     from omni_errors.audit.discover import package_paths
     from omni_errors.audit.model import AuditInputError
-    from omni_errors.audit.rules import markdown_table
+    from omni_errors.audit.rules import markdown_table, text_reference
     from omni_errors.audit.runner import audit
 
     parser: argparse.ArgumentParser = args.parser
     if args.rules:
-        sys.stdout.write(markdown_table())
+        sys.stdout.write(markdown_table() if args.rules == "markdown" else text_reference())
         return EXIT_OK
     if args.write_baseline and args.baseline is None:
         parser.error("--write-baseline needs --baseline FILE")
@@ -112,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     except AuditInputError as exc:
         print(f"omni-errors audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    warning = baseline.mass_fix_warning(report)
+    if warning:
+        print(f"omni-errors audit: warning: {warning}", file=sys.stderr)
     code = exit_code(report, args.exit_zero or args.write_baseline)
     _emit(args, report, code)
     return code
@@ -127,14 +140,16 @@ def exit_code(report: AuditReport, exit_zero: bool) -> int:
 
 def _emit(args: argparse.Namespace, report: AuditReport, code: int) -> None:
     from omni_errors import __version__
-    from omni_errors.audit import json_report, sarif, table
+    from omni_errors.audit import github, json_report, sarif, table
 
     if args.json:
         text = json_report.render(report, __version__)
+    elif args.github:
+        text = github.render(report, list_sites=args.list)
     elif args.sarif:
         text = sarif.render(report, __version__, code)
     else:
-        text = table.render(report, list_sites=args.list)
+        text = table.render(report, list_sites=args.list, failing=code == EXIT_NEW_SITES)
     if args.output is not None:
         args.output.write_text(text, encoding="utf-8")
         print(f"omni-errors audit: report written to {args.output}", file=sys.stderr)

@@ -49,12 +49,17 @@ def discover(paths: Sequence[str | Path], exclude: Sequence[str] = ()) -> tuple[
             raise AuditInputError(f"path does not exist: {given}")
         roots.append(root)
         is_file = os.path.isfile(root)
-        for path, rel in _walk(root) if not is_file else [(root, os.path.basename(root))]:
+        found = _walk(root) if not is_file else [(root, os.path.basename(root))]
+        if not found:  # a gate pointed at the wrong folder must fail, not pass on nothing
+            raise AuditInputError(f"no .py file under {given}")
+        for path, rel in found:
             if _excluded(rel, exclude):
                 excluded += 1
             elif path not in seen:
                 seen.add(path)
                 files.append(namer.source(root, is_file, path, rel))
+    if not files:
+        raise AuditInputError(f"every .py file under {', '.join(map(str, paths))} is excluded by --exclude")
     return roots, files, excluded
 
 

@@ -6,7 +6,7 @@ round-trip through the JSON cache; `Site` is the reported, path-qualified form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from omni_errors.errors import OmniErrorsError
@@ -42,6 +42,23 @@ class RawRaise(NamedTuple):
     detail: str  # how it was resolved, for the message ("bound to ValueError(...) at line 3")
 
 
+class Forwarded(NamedTuple):
+    """Exception text passed to a function of the audited tree (OE205 when that function sends it on)."""
+
+    callee: str  # last name of the callee: `_send_error` for `self._send_error(ws, str(e))`
+    position: int  # positional index of the argument, -1 for a keyword
+    keyword: str  # the keyword, "" for a positional argument
+    in_sink: bool  # the call is itself an argument of a client sink (`send_json(payload(str(e)))`)
+    site: RawSite  # the OE205 site it becomes
+
+
+class Unanswered(NamedTuple):
+    """An `except ValueError` clause that calls functions of unknown status (OE201 when one defaults to 4xx)."""
+
+    callees: tuple[str, ...]  # last names of the calls made without a status argument
+    site: RawSite  # the OE201 site it becomes (message filled in by the project pass)
+
+
 class Suppression(NamedTuple):
     """A valid `# omni-errors: ignore[CODES]: reason` comment."""
 
@@ -64,6 +81,14 @@ class FileResult:
     suppressions: list[Suppression]
     reraises: int = 0
     error: str | None = None  # set for an unparsable file; its OE000 site is in `sites`
+    # What the project pass follows one call deep (see project.py): functions whose parameter reaches a
+    # client sink (name -> [[position, parameter]]), whose status parameter defaults to a 4xx, every
+    # function name defined, and the calls that hand them exception text or leave a status to them.
+    client_params: dict[str, list[list[Any]]] = field(default_factory=dict)
+    status_defaults: dict[str, int] = field(default_factory=dict)
+    defined: list[str] = field(default_factory=list)
+    forwarded: list[Forwarded] = field(default_factory=list)
+    unanswered: list[Unanswered] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +102,11 @@ class FileResult:
             "suppressions": [[s.line, list(s.codes), s.reason] for s in self.suppressions],
             "reraises": self.reraises,
             "error": self.error,
+            "client_params": self.client_params,
+            "status_defaults": self.status_defaults,
+            "defined": self.defined,
+            "forwarded": [[*f[:4], list(f.site)] for f in self.forwarded],
+            "unanswered": [[list(u.callees), list(u.site)] for u in self.unanswered],
         }
 
     @classmethod
@@ -92,6 +122,11 @@ class FileResult:
             suppressions=[Suppression(s[0], tuple(s[1]), s[2]) for s in data["suppressions"]],
             reraises=data["reraises"],
             error=data["error"],
+            client_params=data["client_params"],
+            status_defaults=data["status_defaults"],
+            defined=data["defined"],
+            forwarded=[Forwarded(f[0], f[1], f[2], f[3], RawSite(*f[4])) for f in data["forwarded"]],
+            unanswered=[Unanswered(tuple(u[0]), RawSite(*u[1])) for u in data["unanswered"]],
         )
 
 

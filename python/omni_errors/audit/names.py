@@ -74,14 +74,9 @@ EXIT_CALLS: Final = SYSTEM_EXIT_CALLS | {"os._exit"}
 RESPONSE_CLASSES: Final = frozenset(
     {"JSONResponse", "ORJSONResponse", "UJSONResponse", "PlainTextResponse", "HTMLResponse", "Response"}
 )
-CLIENT_SINKS: Final = RESPONSE_CLASSES | frozenset(
+# Client-error classes: their message is the public message, and their status is 4xx by definition.
+PUBLIC_ERRORS: Final = frozenset(
     {
-        "HTTPException",
-        "WebSocketException",
-        "ErrorResponse",
-        "ErrorInfo",
-        "send_json",
-        "send_text",
         "OmniClientError",
         "GuardrailViolationError",
         "VLLMClientError",
@@ -90,6 +85,12 @@ CLIENT_SINKS: Final = RESPONSE_CLASSES | frozenset(
         "VLLMUnprocessableEntityError",
     }
 )
+CLIENT_SINKS: Final = (
+    RESPONSE_CLASSES
+    | PUBLIC_ERRORS
+    | frozenset({"HTTPException", "WebSocketException", "ErrorResponse", "ErrorInfo", "send_json", "send_text"})
+)
+WEBSOCKET_SENDS: Final = frozenset({"send_json", "send_text"})
 # Where a call takes the HTTP status positionally (index), besides the keywords in STATUS_KEYWORDS.
 STATUS_POSITION: Final = {name: 1 for name in RESPONSE_CLASSES} | {"HTTPException": 0, "create_error_response": 2}
 STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_status"})
@@ -118,6 +119,14 @@ ZMQ_NONBLOCKING: Final = frozenset({"NOBLOCK", "DONTWAIT"})
 DEADLINE_CONTEXTS: Final = frozenset({"timeout", "timeout_at", "fail_after", "move_on_after"})
 DEADLINE_WRAPPERS: Final = frozenset({"wait_for"})
 CONTEXT_VAR: Final = "ContextVar"
+PIPE: Final = "Pipe"
+BOUND_CALLS: Final = frozenset({CONTEXT_VAR, PIPE})  # names bound to these are tracked by the visitor
+# Futures raced in `asyncio.wait(..., return_when=FIRST_COMPLETED)`: one of them is the shutdown signal.
+TASK_WRAPPERS: Final = frozenset({"create_task", "ensure_future"})
+# torch.distributed collectives and point-to-point calls that return a `Work` handle.
+TORCH_WORK_CALLS: Final = frozenset(
+    {"isend", "irecv", "all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all", "batch_isend_irecv"}
+)
 
 _STARLETTE_STATUS = re.compile(r"HTTP_(\d{3})_")
 

@@ -1,5 +1,12 @@
-"""The project-wide pass: classify every `raise` against the class graph of all audited files, apply
-suppressions, and turn per-file records into reported sites with fingerprints.
+"""The project-wide pass: classify every `raise` against the class graph of all audited files, follow
+exception text and statuses one call deep into the functions of the tree, apply suppressions, and turn
+per-file records into reported sites with fingerprints.
+
+Functions are matched by their last name (`self._send_error(...)` meets `def _send_error(self, ws,
+message)` in any file), the reading a reviewer makes: a call whose argument position or keyword is a
+parameter that the function puts into a client sink is a sink (OE205); a call nested in a sink's
+argument to any function of the tree is a payload builder (OE205); a call in `except ValueError` to a
+function whose status parameter defaults to a 4xx answers 4xx (OE201).
 
 It runs on every audit (cached or not): a class's family can change when another file changes.
 """
@@ -53,10 +60,19 @@ class ClassGraph:
         self.classes: dict[str, list[str]] = {}
         self.aliases: dict[str, str] = {}
         self.functions: set[str] = set()
+        self.client_params: dict[str, set[int | str]] = {}  # function name -> positions and parameter names
+        self.status_defaults: dict[str, int] = {}
+        self.defined: set[str] = set()
         for r in results:
             self.classes.update(r.classes)
             self.aliases.update(r.aliases)
             self.functions.update(r.functions)
+            self.defined.update(r.defined)
+            self.status_defaults.update(r.status_defaults)
+            for name, params in r.client_params.items():
+                found = self.client_params.setdefault(name, set())
+                for position, param in params:
+                    found.update((param,) if position < 0 else (position, param))
         self._family: dict[str, str] = {}
         self._canonical: dict[str, str] = {}
 
@@ -112,6 +128,26 @@ class ClassGraph:
             return "OE100", f"cannot know what is raised: the result of `{short}()`, a function", ""
         return "", "", name
 
+    def followed(self, result: FileResult) -> list[RawSite]:
+        """The OE205 and OE201 sites that one call into the tree's own functions reveals."""
+        out: list[RawSite] = []
+        for f in result.forwarded:
+            params = self.client_params.get(f.callee, ())
+            if (f.keyword or f.position) in params or (f.in_sink and f.callee in self.defined):
+                out.append(f.site)
+        for u in result.unanswered:
+            callee = next((c for c in u.callees if c in self.status_defaults), None)
+            if callee is not None:
+                status = self.status_defaults[callee]
+                message = f"`except ValueError` answers `{callee}` (its status defaults to {status})"
+                out.append(u.site._replace(message=message))
+                continue
+            callee = next((c for c in u.callees if c in self.client_params), None)
+            if callee is not None:  # `_send_error(websocket, str(e))`: the reply blames the client
+                message = f"`except ValueError` answers `{callee}`, which sends the error to the client"
+                out.append(u.site._replace(message=message))
+        return out
+
 
 def build(files: list[tuple[SourceFile, FileResult]]) -> Inventory:
     """Every reported site of the audit, suppressions applied, in path and line order."""
@@ -123,6 +159,7 @@ def build(files: list[tuple[SourceFile, FileResult]]) -> Inventory:
         if result.error is not None:
             inventory.unparsable[source.path] = result.error
         raw = list(result.sites)
+        raw.extend(graph.followed(result))
         for r in result.raises:
             rule, message, name = graph.classify(r)
             if name:
@@ -138,7 +175,7 @@ def _sites(source: SourceFile, result: FileResult, raw: list[RawSite]) -> list[S
     by_line: dict[int, list[int]] = {}
     for i, sup in enumerate(result.suppressions):
         by_line.setdefault(sup.line, []).append(i)
-    used: set[int] = set()
+    used: set[tuple[int, str]] = set()  # (suppression, code)
     out: list[Site] = []
     for r in sorted(raw):
         reason = None
@@ -147,12 +184,16 @@ def _sites(source: SourceFile, result: FileResult, raw: list[RawSite]) -> list[S
                 for i in by_line.get(line, ()):
                     if r.rule in result.suppressions[i].codes:
                         reason = result.suppressions[i].reason
-                        used.add(i)
+                        used.add((i, r.rule))
         out.append(_site(source, r, reason))
     for i, sup in enumerate(result.suppressions):
-        if i not in used:
-            message = f"suppression of {', '.join(sup.codes)} matches no site on this line"
-            key = digest(source.key_path, "<module>", f"{sup.codes}{sup.reason}")
+        # Every code that suppresses nothing is reported: `ignore[OE201,OE205]` on a raise line where the
+        # OE201 site is the `except` line above would otherwise hide that only OE205 is suppressed.
+        unused = [code for code in sup.codes if (i, code) not in used]
+        if unused:
+            partly = "" if len(unused) == len(sup.codes) else " (its other codes do)"
+            message = f"suppression of {', '.join(unused)} matches no site on this line{partly}"
+            key = digest(source.key_path, "<module>", f"{unused}{sup.codes}{sup.reason}")
             out.append(_site(source, RawSite("OE002", sup.line, 1, sup.line, "<module>", key, "", message), None))
     return out
 

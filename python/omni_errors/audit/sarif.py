@@ -19,7 +19,8 @@ from omni_errors.audit.runner import AuditReport
 from omni_errors.audit.table import counts
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-FINGERPRINT = "omniErrorsAudit/v1"
+INFORMATION_URI = "https://pypi.org/project/omni-errors/"
+FINGERPRINT = "omniErrorsAudit/v2"  # v2: fingerprints from the AST shape (formatting-proof)
 SRCROOT = "%SRCROOT%"
 
 
@@ -42,6 +43,7 @@ def document(report: AuditReport, version: str, exit_code: int) -> dict[str, Any
                     "driver": {
                         "name": "omni-errors audit",
                         "version": version,
+                        "informationUri": INFORMATION_URI,
                         "rules": [_rule(RULES[code]) for code in codes],
                     }
                 },

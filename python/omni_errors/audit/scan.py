@@ -19,12 +19,30 @@ from io import BytesIO
 
 from omni_errors.audit import suppress
 from omni_errors.audit.model import FileResult, RawSite, Suppression
+from omni_errors.audit.sockets import SocketFacts, socket_facts
 from omni_errors.audit.source import SourceText, count_lines, digest
 from omni_errors.audit.visitor import FileVisitor
 
 # The call-based checks report only on lines holding one of these (a superset: `str.find` is ~20x
 # faster than one regex over the file); `.get`-style hits must also look like a call without a timeout.
-_NEEDLES = ("exit", "signal", "esponse", ".get", ".join", ".wait")
+_NEEDLES = (
+    "exit",
+    "signal",
+    "esponse",
+    ".get",
+    ".join",
+    ".wait",
+    "send_",
+    "HTTPException",
+    "WebSocketException",
+    "ErrorInfo",
+    "close(",
+    "ClientError",
+    "ValidationError",
+    "NotFoundError",
+    "UnprocessableEntityError",
+    "GuardrailViolationError",
+)
 # A function body whose lines hold none of these nor a hot line cannot yield a site or define a class
 # (the class graph records local classes too); it is not walked.
 _BODY_NEEDLES = ("raise", "except", "Error", "Exception", "class")
@@ -32,6 +50,7 @@ _ZMQ_NEEDLES = (".recv", ".send")
 _WAIT_CALL = re.compile(r"\.(?:get|join|wait)\s*\(\s*(?:\)|#|True|block|timeout|None)")
 _IMPORTS_ZMQ = re.compile(r"^\s*(?:import|from)\s+zmq\b", re.MULTILINE)
 _RAISED_NAME = re.compile(r"raise\s+(\w+)")
+_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
 
 ChunkItem = tuple[str, str, bool, str]  # (path, module, is_package, key_path)
 
@@ -85,7 +104,8 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
     imports_zmq = "zmq" in text and _IMPORTS_ZMQ.search(text) is not None
     tracked = set(_RAISED_NAME.findall(text))
     hot, relevant = hot_lines(text, imports_zmq)
-    visitor = FileVisitor(module, is_package, source, hot, relevant, imports_zmq, tracked)
+    sockets = socket_facts(text) if imports_zmq else SocketFacts()
+    visitor = FileVisitor(module, is_package, source, hot, relevant, imports_zmq, tracked, sockets)
     visitor.run(tree)
     suppressions: list[Suppression] = []
     if suppress.MARKER in text:
@@ -101,6 +121,11 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
         functions=visitor.functions,
         suppressions=suppressions,
         reraises=visitor.reraises,
+        client_params=visitor.client_params,
+        status_defaults=visitor.status_defaults,
+        defined=sorted(set(_DEF.findall(text))),  # every def, also in bodies the walk skips
+        forwarded=visitor.forwarded,
+        unanswered=visitor.unanswered,
     )
 
 

@@ -37,6 +37,7 @@ class HandlerFrame:
     broad: bool
     raised: bool = False
     answer: str = ""  # how it answers 4xx, when it does ("HTTPException(400)")
+    callees: list[str] = field(default_factory=list)  # calls without a status: 4xx if one defaults to it
 
 
 @dataclass(slots=True)
@@ -52,6 +53,8 @@ class Scope:
     route: bool = False
     deadline: int = 0  # depth of enclosing `with asyncio.timeout(...)`
     methods: dict[str, str] = field(default_factory=dict)  # class scope: method name -> qualified name
+    lines: tuple[int, int] = (0, 0)  # function scope: its first and last line
+    params: dict[str, int] = field(default_factory=dict)  # function scope: parameter -> position (-1: keyword)
 
     def bind(self, name: str, binding: Binding) -> None:
         found = self.bindings.get(name)

@@ -57,8 +57,8 @@ class SignalHandlers:
         return [target] if target else []
 
     def _lambda(self, scope: Scope, node: ast.Lambda, make_site: SiteMaker) -> str:
-        key = f"{self.module}.<lambda:{node.lineno}:{node.col_offset}>"
-        inner = Scope("function", key.rpartition(".")[2], parent=scope)
+        key = f"{self.module}.<lambda:{node.lineno}:{node.col_offset}>"  # unique; the scope name is not
+        inner = Scope("function", f"{scope.qualname}.<lambda>" if scope.qualname else "<lambda>", parent=scope)
         for sub in ast.walk(node.body):
             if isinstance(sub, ast.Call) and resolve(inner, sub.func) in N.SYSTEM_EXIT_CALLS:
                 self.exit_in(key, make_site(inner, sub, "lambda signal handler raises SystemExit"))

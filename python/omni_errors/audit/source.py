@@ -1,9 +1,15 @@
-"""One file's text as the reporters need it: code-point columns, excerpts and a site's fingerprint
-digest (file inside the package, scope, and source lines without whitespace or comments, so that
-reformatting and line moves keep it)."""
+"""One file's text as the reporters need it: code-point columns, excerpts, and a site's fingerprint
+digest.
+
+A digest is made of the file inside the package, the enclosing scope, and the *shape* of the site: the
+syntax trees of its node and of the statement around it, without positions. The shape is the same however the code
+is wrapped, indented, quoted or commented, and wherever it sits in the file, so reformatting and moving
+code keep a site known (tests/audit/test_audit_fingerprints.py reformats the whole vllm-omni tree).
+"""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 
 
@@ -35,12 +41,44 @@ class SourceText:
             return byte_offset + 1
         return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
 
-    def fingerprint_text(self, first: int, last: int, scope: str) -> tuple[str, str]:
-        """(digest, excerpt) of a site on lines first..last in `scope`; whitespace and comments do not count."""
-        code = [strip_comment(self.line(n)) for n in range(first, min(last, first + 50) + 1)]
-        compact = "".join("".join(code).split())
-        excerpt = code[0].strip() if code else ""
-        return digest(self.key_path, scope, compact), excerpt if len(excerpt) <= 80 else excerpt[:77] + "..."
+    def excerpt(self, number: int) -> str:
+        """Line `number` without its comment and indentation, cut to 80 characters (for reports)."""
+        text = strip_comment(self.line(number)).strip()
+        return text if len(text) <= 80 else text[:77] + "..."
+
+    def line_digest(self, number: int, scope: str) -> str:
+        """The digest of a site that is a line of text, not code (a suppression comment)."""
+        return digest(self.key_path, scope, "".join(self.line(number).split()))
+
+
+def shape(node: ast.AST) -> str:
+    """`node`'s syntax tree as text: node types, field names and constant values, without positions.
+
+    Independent of line breaks, indentation, quotes, parentheses and comments, like `ast.unparse`, at a
+    quarter of its cost (f-strings are what make unparse slow); fields that are None or empty are left
+    out, so that a field added by a newer Python (`type_params`) changes no fingerprint.
+    """
+    out: list[str] = []
+    stack: list[object] = [node]
+    pop, push, emit = stack.pop, stack.append, out.append
+    while stack:
+        item = pop()
+        if isinstance(item, ast.AST):
+            if isinstance(item, ast.expr_context):
+                continue
+            emit(type(item).__name__)
+            for name in reversed(item._fields):
+                value = getattr(item, name, None)
+                if value is not None and value != []:
+                    push(value)
+                    push(name)
+        elif type(item) is list:
+            emit("[")
+            push("]")
+            stack.extend(reversed(item))
+        else:
+            emit(repr(item))
+    return "\x00".join(out)
 
 
 def count_lines(text: str) -> int:

@@ -31,8 +31,9 @@ def find(text: str, source: SourceText) -> tuple[list[Suppression], list[RawSite
         if parsed is not None:
             valid.append(parsed)
         else:
-            digest, excerpt = source.fingerprint_text(line, line, "<module>")
+            digest = source.line_digest(line, "<module>")
             message = f"{problem}; write `{SYNTAX}`"
+            excerpt = source.excerpt(line)
             invalid.append(RawSite("OE001", line, column + 1, line, "<module>", digest, excerpt, message))
     return valid, invalid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from omni_errors.audit.baseline import gated
+from omni_errors.audit.baseline import gated, mass_fix_warning
 from omni_errors.audit.model import Site
 from omni_errors.audit.rules import RULES, SEMANTIC
 from omni_errors.audit.runner import AuditReport
@@ -20,8 +20,8 @@ def counts(report: AuditReport) -> dict[str, Counter[str]]:
     return table
 
 
-def render(report: AuditReport, list_sites: bool = False) -> str:
-    """The whole terminal report."""
+def render(report: AuditReport, list_sites: bool = False, failing: bool = False) -> str:
+    """The whole terminal report; the new sites are listed when a baseline was given or the run fails."""
     out = [_summary(report)]
     out.extend(f"  unparsable: {f.display}: {error}" for f, error in report.unparsable)
     out.append("")
@@ -41,12 +41,17 @@ def render(report: AuditReport, list_sites: bool = False) -> str:
     suppressed = sum(1 for s in report.sites if s.suppressed is not None)
     if suppressed:
         out.append(f"suppressed with a reason: {suppressed:,}")
-    shown = [s for s in report.sites if gated(s) and s.new] if report.baseline else []
+    shown = [s for s in report.sites if gated(s) and s.new] if report.baseline or failing else []
     if report.baseline:
         b = report.baseline
         out.append(f"baseline: {b['new']:,} new, {b['known']:,} known, {b['fixed']:,} fixed")
         if b["fixed"]:
             out.append("  fixed sites are still allowed: rerun with --write-baseline to tighten the baseline")
+        warning = mass_fix_warning(report)
+        if warning:
+            out.append(f"  warning: {warning}")
+    if shown:
+        out.append(f"new sites of gated rules: {len(shown):,}")
     if list_sites:
         shown = report.sites
     if shown:
@@ -55,20 +60,51 @@ def render(report: AuditReport, list_sites: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
+WIDTH = 100  # columns: a table wider than this is split into blocks of rule columns
+
+
 def matrix(by_area: dict[str, Counter[str]], codes: list[str]) -> str:
-    """Areas as rows, rule codes as columns, with totals."""
+    """Areas as rows, rule codes as columns (headed by their number: `101` is OE101), with totals;
+    each column as wide as its widest cell, and split into blocks that fit WIDTH columns."""
     areas = sorted(by_area)
-    width = max([len("area"), len("total"), *map(len, areas)])
-    cells = [max(len(code), 5) for code in codes]
-    rows = [
-        "  ".join(["area".ljust(width), *(c.rjust(w) for c, w in zip(codes, cells, strict=True)), "total".rjust(6)])
-    ]
     total: Counter[str] = Counter()
     for area in areas:
-        row = by_area[area]
-        total.update(row)
-        rows.append(_row(area, row, codes, width, cells))
-    rows.append(_row("total", total, codes, width, cells))
+        total.update(by_area[area])
+    width = max([len("area (OE)"), len("total"), *map(len, areas)])
+    cells = {c: max(len(c) - 2, len(f"{total[c]:,}")) for c in codes}
+    grand = len(f"{sum(total.values()):,}")
+    blocks: list[list[str]] = [[]]
+    used = width + 2 + max(grand, 5)
+    for code in codes:
+        if blocks[-1] and used + 2 + cells[code] > WIDTH:
+            blocks.append([])
+            used = width + 2 + max(grand, 5)
+        blocks[-1].append(code)
+        used += 2 + cells[code]
+    out = []
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
+        out.append(_block(by_area, areas, total, block, width, cells, max(grand, 5) if last else 0))
+    return "\n\n".join(out)
+
+
+def _block(
+    by_area: dict[str, Counter[str]],
+    areas: list[str],
+    total: Counter[str],
+    codes: list[str],
+    width: int,
+    cells: dict[str, int],
+    total_width: int,
+) -> str:
+    head = ["area (OE)".ljust(width), *(c[2:].rjust(cells[c]) for c in codes)]
+    rows = ["  ".join([*head, "total".rjust(total_width)] if total_width else head)]
+    for area in [*areas, "total"]:
+        row = total if area == "total" else by_area[area]
+        values = [(f"{row[c]:,}" if row[c] else "-").rjust(cells[c]) for c in codes]
+        if total_width:
+            values.append(f"{sum(row.values()):,}".rjust(total_width))
+        rows.append("  ".join([area.ljust(width), *values]))
     rows.insert(-1, "-" * len(rows[0]))
     return "\n".join(rows)
 
@@ -76,11 +112,6 @@ def matrix(by_area: dict[str, Counter[str]], codes: list[str]) -> str:
 def line(site: Site) -> str:
     mark = f"  [suppressed: {site.suppressed}]" if site.suppressed else ""
     return f"{site.path}:{site.line}:{site.column}: {site.rule} {site.message}{mark}"
-
-
-def _row(name: str, row: Counter[str], codes: list[str], width: int, cells: list[int]) -> str:
-    values = [(f"{row[c]:,}" if row[c] else "-").rjust(w) for c, w in zip(codes, cells, strict=True)]
-    return "  ".join([name.ljust(width), *values, f"{sum(row.values()):,}".rjust(6)])
 
 
 def _summary(report: AuditReport) -> str:

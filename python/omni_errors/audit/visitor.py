@@ -14,7 +14,7 @@ from typing import Any
 
 from omni_errors.audit import names as N
 from omni_errors.audit.checks import ExpressionChecks, is_error_maker, lines_between
-from omni_errors.audit.model import RawRaise, RawSite
+from omni_errors.audit.model import RawRaise, RawSite, Unanswered
 from omni_errors.audit.scope import (
     EXCEPT,
     VALUE,
@@ -28,7 +28,8 @@ from omni_errors.audit.scope import (
     lookup,
     resolve,
 )
-from omni_errors.audit.source import SourceText
+from omni_errors.audit.sockets import SocketFacts
+from omni_errors.audit.source import SourceText, shape
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
@@ -47,8 +48,9 @@ class FileVisitor(ExpressionChecks):
         relevant_lines: list[int],
         imports_zmq: bool,
         tracked: set[str],
+        sockets: SocketFacts,
     ) -> None:
-        super().__init__(module, source, hot_lines, imports_zmq)
+        super().__init__(module, source, hot_lines, imports_zmq, sockets)
         self.is_package = is_package
         self.relevant_lines = relevant_lines
         self.tracked = tracked  # names the file raises by name: `raise err`
@@ -56,6 +58,8 @@ class FileVisitor(ExpressionChecks):
         self.classes: dict[str, list[str]] = {}
         self.aliases: dict[str, str] = {}
         self.functions: list[str] = []
+        self.status_defaults: dict[str, int] = {}
+        self.unanswered: list[Unanswered] = []
         self.reraises = 0
         # One handler per compound statement kind; each takes the statement of its own type.
         self.dispatch: dict[type, Callable[[Any], None]] = {
@@ -113,20 +117,22 @@ class FileVisitor(ExpressionChecks):
         tracked = self.tracked
         if isinstance(s, ast.Assign):
             value = s.value
-            by_value = False
-            if isinstance(value, ast.Call):
-                last = last_name(value.func)
-                by_value = last == N.CONTEXT_VAR or is_error_maker(last)
+            by_value = self.binds_by_value(value)
             for target in s.targets:
                 if isinstance(target, ast.Name):
                     if by_value or target.id in tracked:
                         self.scope.bind(target.id, call_binding(value))
+                elif by_value:  # `reader, writer = multiprocessing.Pipe()`
+                    for name in _names(target):
+                        self.scope.bind(name, call_binding(value))
                 else:
                     self.bind_names(target)
         elif isinstance(s, (ast.AnnAssign, ast.AugAssign)):
             target = s.target
-            if isinstance(target, ast.Name) and target.id in tracked:
-                self.scope.bind(target.id, call_binding(s.value if isinstance(s, ast.AnnAssign) else None))
+            annotated = s.value if isinstance(s, ast.AnnAssign) else None
+            # `X: ContextVar[T] = ContextVar(...)` binds like the unannotated form.
+            if isinstance(target, ast.Name) and (target.id in tracked or self.binds_by_value(annotated)):
+                self.scope.bind(target.id, call_binding(annotated))
         elif isinstance(s, (ast.For, ast.AsyncFor)):
             self.bind_names(s.target)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
@@ -137,6 +143,13 @@ class FileVisitor(ExpressionChecks):
             for handler in getattr(s, "handlers", ()):  # Try and TryStar (3.11+) alike
                 if handler.name in tracked:
                     self.scope.bind(handler.name, EXCEPT)
+
+    def binds_by_value(self, value: ast.expr | None) -> bool:
+        """Calls whose result the checks ask about: ContextVars, error responses, pipes, timed sockets."""
+        if type(value) is not ast.Call:
+            return False
+        last = last_name(value.func)
+        return last in N.BOUND_CALLS or is_error_maker(last) or last in self.sockets.makers
 
     def bind_names(self, target: ast.expr) -> None:
         tracked = self.tracked
@@ -157,6 +170,7 @@ class FileVisitor(ExpressionChecks):
     def simple(self, s: ast.stmt) -> None:
         """Expression statements, assignments, returns, deletes, asserts."""
         scope = self.scope
+        self.anchor = s
         if type(s) in _ASSIGNMENTS and scope.kind != "module":
             self.bind_targets(s)
         deep = scope.handlers or self.exc_names or scope.tainted
@@ -207,12 +221,14 @@ class FileVisitor(ExpressionChecks):
 
     def expr(self, node: ast.expr) -> None:
         if self.is_deep() or self.is_hot(node):
+            self.anchor = node
             self.walk(node)
 
     # -- raise -----------------------------------------------------------------------------------
     def raise_(self, s: ast.Raise) -> None:
         for frame in self.scope.handlers:
             frame.raised = True
+        self.anchor = s
         if self.is_deep() or self.is_hot(s):
             self.walk(s)
         exc = s.exc
@@ -223,6 +239,11 @@ class FileVisitor(ExpressionChecks):
         if target is None:
             self.reraises += 1
             return
+        handlers = self.scope.handlers
+        if handlers and handlers[-1].value_error and not handlers[-1].answer:
+            short = target.rpartition(".")[2]
+            if short in N.PUBLIC_ERRORS:  # a client error: 4xx by definition
+                handlers[-1].answer = f"`raise {short}` (a 4xx client error)"
         if target == "builtins.SystemExit":
             candidate = self.site("OE302", s, "`raise SystemExit` inside a signal handler")
             self.signals.exit_in(self.function_key(), candidate)
@@ -282,20 +303,29 @@ class FileVisitor(ExpressionChecks):
         self.scope.handlers.append(frame)
         name = h.name
         added = name is not None and name not in self.exc_names
+        public = bool(caught) and all(c is not None and c.rpartition(".")[2] in N.PUBLIC_ERRORS for c in caught)
         if name is not None and added:
             self.exc_names.add(name)
+            if public:
+                self.public_names.add(name)
         try:
             self.body(h.body)
         finally:
             self.scope.handlers.pop()
             if name is not None and added:
                 self.exc_names.discard(name)
+                self.public_names.discard(name)
         header_end = h.type.end_lineno if h.type is not None else h.lineno
+        header = f"except {shape(h.type) if h.type is not None else ''} as {name or ''}"
+        self.anchor = None
         if frame.value_error and frame.answer:
-            self.add("OE201", h, f"`except ValueError` answers {frame.answer}", header_end)
+            self.add("OE201", h, f"`except ValueError` answers {frame.answer}", header_end, header)
+        elif frame.value_error and frame.callees:  # 4xx if one of them defaults to it: see project.py
+            site = self.site("OE201", h, "", header_end, header)
+            self.unanswered.append(Unanswered(tuple(dict.fromkeys(frame.callees)), site))
         if frame.broad and not frame.raised:
             kind = "bare `except:`" if not types else "`except Exception`"
-            self.add("OE202", h, f"{kind} without a raise swallows the error", header_end)
+            self.add("OE202", h, f"{kind} without a raise swallows the error", header_end, header)
 
     # -- definitions -----------------------------------------------------------------------------
     def function(self, s: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -313,6 +343,7 @@ class FileVisitor(ExpressionChecks):
         route = any(N.is_route_decorator(d) for d in s.decorator_list)
         args = s.args
         params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        positions = self.parameters(s, parent)
         if args.vararg is not None:
             params.append(args.vararg)
         if args.kwarg is not None:
@@ -325,7 +356,14 @@ class FileVisitor(ExpressionChecks):
         )
         if not (route or exc_names or lines_between(self.relevant_lines, s.lineno, s.end_lineno or s.lineno)):
             return  # nothing in the body can yield a site (see scan.py)
-        scope = Scope("function", qualname, parent=parent, route=route)
+        scope = Scope(
+            "function",
+            qualname,
+            parent=parent,
+            route=route,
+            lines=(s.lineno, s.end_lineno or s.lineno),
+            params=positions,
+        )
         tracked = self.tracked
         for a in params:
             if a.arg in tracked:
@@ -338,6 +376,28 @@ class FileVisitor(ExpressionChecks):
         finally:
             self.scope = parent
             self.exc_names = saved
+
+    def parameters(self, s: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> dict[str, int]:
+        """Parameter -> position as callers pass it (`self`/`cls` of a method not counted; keyword-only: -1);
+        records a status parameter that defaults to a 4xx (`status_code=HTTPStatus.BAD_REQUEST`)."""
+        args = s.args
+        positional = [*args.posonlyargs, *args.args]
+        if parent.kind == "class" and positional and positional[0].arg in ("self", "cls"):
+            positional = positional[1:]
+        positions = {a.arg: i for i, a in enumerate(positional)}
+        positions.update((a.arg, -1) for a in args.kwonlyargs)
+        defaults = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False))
+        defaults.extend((a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None)
+        for param, default in defaults:
+            if param.arg in N.STATUS_KEYWORDS:
+                saved, self.scope = self.scope, parent
+                try:
+                    status = self.status(default)
+                finally:
+                    self.scope = saved
+                if status is not None and 400 <= status < 500:
+                    self.status_defaults[s.name] = status
+        return positions
 
     def class_(self, s: ast.ClassDef) -> None:
         parent = self.scope
@@ -357,6 +417,7 @@ class FileVisitor(ExpressionChecks):
 
     # -- signal handlers (OE302) -----------------------------------------------------------------
     def finish_signal_handlers(self) -> None:
+        self.anchor = None
         self.sites.extend(self.signals.sites(self.site_in))
 
     def site_in(self, scope: Scope, node: ast.expr, message: str) -> RawSite:
