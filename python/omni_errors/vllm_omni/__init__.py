@@ -43,6 +43,12 @@ _PATCHES = {
     "vllm_omni.entrypoints.openai.api_server": "api:patch_api_server",
     "vllm_omni.entrypoints.openai.serving_chat": "api:patch_chat",
     "vllm_omni.entrypoints.openai.video.generation.helpers": "api:patch_video",
+    # connector tombstones (`connectors`): the serializer hook, SHM's zero-copy read, the transport
+    "vllm_omni.distributed.omni_connectors.utils.serialization": "connectors:patch_serializer",
+    "vllm_omni.distributed.omni_connectors.connectors.shm_connector": "connectors:patch_shm_connector",
+    "vllm_omni.distributed.omni_connectors.model_runner.omni_connector_payload_transport": (
+        "connectors:patch_payload_transport"
+    ),
 }
 
 _lock = threading.Lock()
