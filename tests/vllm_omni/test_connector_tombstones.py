@@ -96,6 +96,23 @@ def _wait_until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
+def _tombstone_written(key: str) -> bool:
+    """Whether the segment `key` holds a whole tombstone (read without consuming it)."""
+    try:
+        segment = SharedMemory(name=key)
+    except (FileNotFoundError, ValueError):  # not there yet, or not sized yet
+        return False
+    try:
+        assert segment.buf is not None
+        view = segment.buf[: segment.size]
+        try:
+            return tombstone_from(view) is not None
+        finally:
+            view.release()
+    finally:
+        segment.close()
+
+
 def _unsendable() -> dict[str, Any]:
     """A payload `OmniSerializer` cannot encode: the real `put` fails, as a broken transfer does."""
     return {"embed": object()}
@@ -219,10 +236,8 @@ def test_after_sync_receiver_raises_the_senders_record(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), runners(1)
-    failed: list[BaseException] = []
-    sender._connector_send_error_sink = failed.append
     sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-    _wait_until(lambda: bool(failed), "the sender gives up")
+    _wait_until(lambda: _tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
     gets = _count_gets(receiver)
     with pytest.raises(OmniServerError) as raised:
         receiver.recv_stage_payload(req_id, "0", "1", retry_seconds=DEADLINE_S)
@@ -230,6 +245,47 @@ def test_after_sync_receiver_raises_the_senders_record(
     assert (details.category, details.status_code, details.stage_id, details.request_id) == ("server", 500, 0, req_id)
     assert gets[0] == 1  # the first read found the tombstone: no retry loop
     assert "/dev/shm" not in details.message
+
+
+def _diffusion_receiver(omni: SimpleNamespace) -> Any:
+    """vLLM-Omni's diffusion payload receiver, borrowing a real SHM connector as its KV manager's."""
+    from vllm_omni.diffusion.worker.stage_payload import DiffusionStagePayloadMixin
+
+    runner = type("DiffusionRunner", (DiffusionStagePayloadMixin,), {})()
+    runner.od_config = SimpleNamespace(stage_id=1, stage_input_payload_keys=("embed",))
+    manager = SimpleNamespace(connector=omni.shm.SharedMemoryConnector({"stage_id": 1}), recv_stages=("0", "1"))
+    runner.init_omni_connectors(SimpleNamespace(stage_id=1), manager, synchronous=True)
+    return runner
+
+
+def _diffusion_request(req_id: str) -> SimpleNamespace:
+    return SimpleNamespace(request_id=req_id, external_req_id=None, prompt={"prompt": "a cat"}, kv_sender_info=None)
+
+
+def test_before_diffusion_receiver_fails_as_payload_unavailable(
+    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+) -> None:
+    sender, receiver = runners(0), _diffusion_receiver(omni)
+    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
+    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
+    failed: list[BaseException] = []
+    sender._connector_send_error_sink = failed.append
+    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
+    _wait_until(lambda: bool(failed), "the sender gives up")
+    with pytest.raises(RuntimeError, match="Stage payload unavailable") as raised:
+        receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
+    assert not isinstance(raised.value, OmniServerError)  # a generic text, no record
+
+
+def test_after_diffusion_receiver_raises_the_senders_record(
+    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+) -> None:
+    sender, receiver = runners(0), _diffusion_receiver(omni)
+    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
+    _wait_until(lambda: _tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
+    with pytest.raises(OmniServerError) as raised:
+        receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
+    assert (raised.value.details.stage_id, raised.value.details.request_id) == (0, req_id)
 
 
 # --- the async poller (`_poll_single_request`, full payload and async chunk) -------------------
