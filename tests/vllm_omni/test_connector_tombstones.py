@@ -118,6 +118,16 @@ def _unsendable() -> dict[str, Any]:
     return {"embed": object()}
 
 
+def _fail_as_released(omni: SimpleNamespace, sender: Any, send: Callable[[], object]) -> None:
+    """`send()` fails through vLLM-Omni's own give-up branch (no tombstone); returns once it gave up."""
+    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
+    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
+    failed: list[BaseException] = []
+    sender._connector_send_error_sink = failed.append
+    send()
+    _wait_until(lambda: bool(failed), "the sender gives up")
+
+
 def _count_gets(runner: Any) -> list[int]:
     """Counts the receiver's connector reads (the real `get`, called through)."""
     connector = runner._omni_connector
@@ -221,12 +231,7 @@ def test_before_sync_receiver_waits_out_retry_seconds_and_gets_nothing(
 ) -> None:
     """vLLM-Omni's own give-up: the receiver's deadline passes, it returns None ("unavailable")."""
     sender, receiver = runners(0), runners(1)
-    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
-    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
-    failed: list[BaseException] = []
-    sender._connector_send_error_sink = failed.append
-    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-    _wait_until(lambda: bool(failed), "the sender gives up")
+    _fail_as_released(omni, sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
     gets = _count_gets(receiver)
     assert receiver.recv_stage_payload(req_id, "0", "1", retry_seconds=RETRY_S) is None
     assert gets[0] > 1  # it kept polling an empty key until its deadline
@@ -266,12 +271,7 @@ def test_before_diffusion_receiver_fails_as_payload_unavailable(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), _diffusion_receiver(omni)
-    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
-    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
-    failed: list[BaseException] = []
-    sender._connector_send_error_sink = failed.append
-    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-    _wait_until(lambda: bool(failed), "the sender gives up")
+    _fail_as_released(omni, sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
     with pytest.raises(RuntimeError, match="Stage payload unavailable") as raised:
         receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
     assert not isinstance(raised.value, OmniServerError)  # a generic text, no record
@@ -303,14 +303,9 @@ def test_before_poller_keeps_waiting_after_the_sender_gave_up(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str, async_chunk: bool
 ) -> None:
     sender, receiver = runners(0, async_chunk=async_chunk), runners(1, async_chunk=async_chunk)
-    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
-    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
-    failed: list[BaseException] = []
-    sender._connector_send_error_sink = failed.append
     gets = _count_gets(receiver)
     receiver.register_chunk_recv(SimpleNamespace(request_id=req_id, external_req_id=None))
-    _send_failing(sender, req_id, async_chunk)
-    _wait_until(lambda: bool(failed), "the sender gives up")
+    _fail_as_released(omni, sender, lambda: _send_failing(sender, req_id, async_chunk))
     seen = gets[0]
     _wait_until(lambda: gets[0] > seen + 20, "the poller polls again")
     assert req_id in receiver._pending_load_reqs  # still waiting: only an abort ends it
