@@ -24,8 +24,9 @@ its header states its exact length.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.shared_memory import SharedMemory
 from types import ModuleType
 from typing import Any
@@ -42,6 +43,14 @@ __all__ = [
     "FAILURES_ATTR",
     "Tombstone",
     "failed_requests",
+    "make_cleanup_finished_request",
+    "make_deserialize",
+    "make_poll_single_request",
+    "make_recv_ordinary_stage_result",
+    "make_recv_stage_payload",
+    "make_requeue_or_drop_failed_send",
+    "make_serialize",
+    "make_shm_read_bytes",
     "patch_payload_transport",
     "patch_serializer",
     "patch_shm_connector",
@@ -114,71 +123,6 @@ class _SenderFailedError(Exception):
         self.tombstone = tombstone
 
 
-def patch_serializer(module: ModuleType) -> None:
-    """`...utils.serialization`: `OmniSerde.serialize` writes a tombstone's frame, `deserialize` reads it.
-
-    Every connector serializes through the one `OmniSerializer` (an `OmniSerde`): directly
-    (Mooncake and Yuanrong transfer engines, MORI) or through `OmniConnectorBase.serialize_obj`
-    (shared memory, Mooncake store, Yuanrong, NIXL). Its other users never meet a frame: a frame
-    is not a msgpack document, so `deserialize` would have raised on it.
-    """
-
-    def make_serialize(serialize: Any) -> Any:
-        def serialize_tombstones(self: Any, obj: Any, /) -> bytes:
-            if isinstance(obj, Tombstone):
-                return encode(obj.details)
-            result: bytes = serialize(self, obj)
-            return result
-
-        return serialize_tombstones
-
-    def make_deserialize(deserialize: Any) -> Any:
-        def deserialize_tombstones(self: Any, data: Any, /) -> Any:
-            if isinstance(data, Tombstone):  # already read from the segment (`patch_shm_connector`)
-                return data
-            return tombstone_from(data) or deserialize(self, data)
-
-        return deserialize_tombstones
-
-    serde = module.OmniSerde
-    apply(module, {(serde, "serialize"): make_serialize, (serde, "deserialize"): make_deserialize})
-
-
-def patch_shm_connector(module: ModuleType) -> None:
-    """`...connectors.shm_connector`: a tombstone is decoded from the segment itself.
-
-    `SharedMemoryConnector._get_data_with_lock` calls `shm_read_bytes(handle)` under the key's
-    lock file, then `deserialize_obj` on what it returns; the replacement returns a `Tombstone`
-    (and unlinks the segment, as the original does) when the segment holds one.
-    """
-
-    def make(original: Any) -> Any:
-        def shm_read_bytes(meta: dict[str, Any]) -> Any:
-            segment = SharedMemory(name=meta["name"])
-            try:
-                buf = segment.buf
-                tombstone = None
-                if buf is not None:
-                    view = buf[: int(meta["size"])]
-                    try:
-                        tombstone = tombstone_from(view)
-                    finally:
-                        view.release()
-            finally:
-                segment.close()
-            if tombstone is None:
-                return original(meta)
-            try:
-                segment.unlink()
-            except FileNotFoundError:
-                pass
-            return tombstone
-
-        return shm_read_bytes
-
-    apply(module, {(module, "shm_read_bytes"): make})
-
-
 def _fail_polled_request(transport: Any, req_id: str, details: OmniErrorDetails) -> None:
     with transport._lock:
         transport._pending_load_reqs.pop(req_id, None)
@@ -200,68 +144,161 @@ def _give_up_record(transport: Any, task: Mapping[str, Any], cause: BaseExceptio
     return stage_failure(cause, request_id=request_id, stage_id=stage_id).details
 
 
+# --- the factories: `(module, original) -> replacement`, one per patched attribute -------------
+# `OmniSerde.serialize`/`deserialize` (`...utils.serialization`) carry tombstones for every connector:
+# each serializes through the one `OmniSerializer`, directly (Mooncake and Yuanrong transfer
+# engines, MORI) or through `OmniConnectorBase.serialize_obj` (shared memory, Mooncake store,
+# Yuanrong, NIXL). Its other users never meet a frame: a frame is not a msgpack document.
+
+
+def make_serialize(module: ModuleType, serialize: Any) -> Any:
+    """`OmniSerde.serialize`: a `Tombstone` becomes its bare frame."""
+
+    def serialize_tombstones(self: Any, obj: Any, /) -> bytes:
+        if isinstance(obj, Tombstone):
+            return encode(obj.details)
+        result: bytes = serialize(self, obj)
+        return result
+
+    return serialize_tombstones
+
+
+def make_deserialize(module: ModuleType, deserialize: Any) -> Any:
+    """`OmniSerde.deserialize`: a frame becomes a `Tombstone`; a `Tombstone` passes through."""
+
+    def deserialize_tombstones(self: Any, data: Any, /) -> Any:
+        if isinstance(data, Tombstone):  # already read from the segment (`make_shm_read_bytes`)
+            return data
+        return tombstone_from(data) or deserialize(self, data)
+
+    return deserialize_tombstones
+
+
+def make_shm_read_bytes(module: ModuleType, original: Any) -> Any:
+    """`shm_connector.shm_read_bytes`: a tombstone is decoded from the segment itself.
+
+    `SharedMemoryConnector._get_data_with_lock` calls `shm_read_bytes(handle)` under the key's
+    lock file, then `deserialize_obj` on what it returns; the replacement returns a `Tombstone`
+    (and unlinks the segment, as the original does) when the segment holds one.
+    """
+
+    def shm_read_bytes(meta: dict[str, Any]) -> Any:
+        segment = SharedMemory(name=meta["name"])
+        try:
+            buf = segment.buf
+            tombstone = None
+            if buf is not None:
+                view = buf[: int(meta["size"])]
+                try:
+                    tombstone = tombstone_from(view)
+                finally:
+                    view.release()
+        finally:
+            segment.close()
+        if tombstone is None:
+            return original(meta)
+        try:
+            segment.unlink()
+        except FileNotFoundError:
+            pass
+        return tombstone
+
+    return shm_read_bytes
+
+
+def make_recv_stage_payload(module: ModuleType, original: Any) -> Any:
+    """The sync receiver raises the rebuilt record instead of returning a tombstone as the payload."""
+
+    def recv_stage_payload(self: Any, external_req_id: str, /, *args: Any, **kwargs: Any) -> Any:
+        payload = original(self, external_req_id, *args, **kwargs)
+        if isinstance(payload, Tombstone):
+            raise rebuild(with_ids(payload.details, request_id=external_req_id, stage_id=None))
+        return payload
+
+    return recv_stage_payload
+
+
+def make_recv_ordinary_stage_result(module: ModuleType, original: Any) -> Any:
+    """The poller's connector read: a tombstone leaves `_poll_single_request` as `_SenderFailedError`."""
+
+    def _recv_ordinary_stage_result(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if isinstance(result, tuple) and result and isinstance(result[0], Tombstone):
+            raise _SenderFailedError(result[0])
+        return result
+
+    return _recv_ordinary_stage_result
+
+
+def make_poll_single_request(module: ModuleType, original: Any) -> Any:
+    """The poller stops waiting for a request whose sender failed, and keeps its record."""
+
+    def _poll_single_request(self: Any, req_id: str, /, *args: Any, **kwargs: Any) -> bool:
+        try:
+            progressed: bool = original(self, req_id, *args, **kwargs)
+        except _SenderFailedError as failed:
+            _fail_polled_request(self, req_id, failed.tombstone.details)
+            return True
+        return progressed
+
+    return _poll_single_request
+
+
+def make_requeue_or_drop_failed_send(module: ModuleType, original: Any) -> Any:
+    """The sender's give-up branch also puts a tombstone under the key it could not fill."""
+
+    def _requeue_or_drop_failed_send(self: Any, task: dict[str, Any], /, *args: Any, **kwargs: Any) -> None:
+        gives_up = isinstance(task.get("request_id"), str) and (
+            task.get("_retry_count", 0) + 1 > self._MAX_SEND_RETRIES
+        )
+        cause = kwargs.get("error") or task.get("_last_send_error")
+        original(self, task, *args, **kwargs)
+        if gives_up and self._omni_connector is not None:
+            details = _give_up_record(self, task, cause)
+            put_tombstone(
+                self._omni_connector, str(task["stage_id"]), str(task["next_stage_id"]), task["put_key"], details
+            )
+
+    return _requeue_or_drop_failed_send
+
+
+def make_cleanup_finished_request(module: ModuleType, original: Any) -> Any:
+    """A finished request's kept record goes with the rest of its state."""
+
+    def cleanup_finished_request(self: Any, req_id: str, /, *args: Any, **kwargs: Any) -> None:
+        original(self, req_id, *args, **kwargs)
+        getattr(self, FAILURES_ATTR, {}).pop(req_id, None)
+
+    return cleanup_finished_request
+
+
+# --- applied by module (`_PATCHES` in `omni_errors.vllm_omni`) ---------------------------------
+
+
+def _apply(module: ModuleType, owner: Any, factories: Mapping[str, Callable[[ModuleType, Any], Any]]) -> None:
+    apply(module, {(owner, name): partial(factory, module) for name, factory in factories.items()})
+
+
+def patch_serializer(module: ModuleType) -> None:
+    """`...utils.serialization`: `OmniSerde` writes a tombstone's frame and reads it back."""
+    _apply(module, module.OmniSerde, {"serialize": make_serialize, "deserialize": make_deserialize})
+
+
+def patch_shm_connector(module: ModuleType) -> None:
+    """`...connectors.shm_connector`: `SharedMemoryConnector` decodes a tombstone from the segment."""
+    _apply(module, module, {"shm_read_bytes": make_shm_read_bytes})
+
+
 def patch_payload_transport(module: ModuleType) -> None:
     """`...model_runner.omni_connector_payload_transport`: receivers fail on a tombstone, senders put one."""
-    mixin = module._OmniConnectorPayloadTransportMixin
-
-    def make_recv_stage_payload(original: Any) -> Any:
-        def recv_stage_payload(self: Any, external_req_id: str, /, *args: Any, **kwargs: Any) -> Any:
-            payload = original(self, external_req_id, *args, **kwargs)
-            if isinstance(payload, Tombstone):
-                raise rebuild(with_ids(payload.details, request_id=external_req_id, stage_id=None))
-            return payload
-
-        return recv_stage_payload
-
-    def make_recv_ordinary(original: Any) -> Any:
-        def _recv_ordinary_stage_result(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-            result = original(self, *args, **kwargs)
-            if isinstance(result, tuple) and result and isinstance(result[0], Tombstone):
-                raise _SenderFailedError(result[0])
-            return result
-
-        return _recv_ordinary_stage_result
-
-    def make_poll(original: Any) -> Any:
-        def _poll_single_request(self: Any, req_id: str, /, *args: Any, **kwargs: Any) -> bool:
-            try:
-                progressed: bool = original(self, req_id, *args, **kwargs)
-            except _SenderFailedError as failed:
-                _fail_polled_request(self, req_id, failed.tombstone.details)
-                return True
-            return progressed
-
-        return _poll_single_request
-
-    def make_give_up(original: Any) -> Any:
-        def _requeue_or_drop_failed_send(self: Any, task: dict[str, Any], /, *args: Any, **kwargs: Any) -> None:
-            gives_up = isinstance(task.get("request_id"), str) and (
-                task.get("_retry_count", 0) + 1 > self._MAX_SEND_RETRIES
-            )
-            cause = kwargs.get("error") or task.get("_last_send_error")
-            original(self, task, *args, **kwargs)
-            if gives_up and self._omni_connector is not None:
-                details = _give_up_record(self, task, cause)
-                put_tombstone(
-                    self._omni_connector, str(task["stage_id"]), str(task["next_stage_id"]), task["put_key"], details
-                )
-
-        return _requeue_or_drop_failed_send
-
-    def make_cleanup(original: Any) -> Any:
-        def cleanup_finished_request(self: Any, req_id: str, /, *args: Any, **kwargs: Any) -> None:
-            original(self, req_id, *args, **kwargs)
-            getattr(self, FAILURES_ATTR, {}).pop(req_id, None)
-
-        return cleanup_finished_request
-
-    apply(
+    _apply(
         module,
+        module._OmniConnectorPayloadTransportMixin,
         {
-            (mixin, "recv_stage_payload"): make_recv_stage_payload,
-            (mixin, "_recv_ordinary_stage_result"): make_recv_ordinary,
-            (mixin, "_poll_single_request"): make_poll,
-            (mixin, "_requeue_or_drop_failed_send"): make_give_up,
-            (mixin, "cleanup_finished_request"): make_cleanup,
+            "recv_stage_payload": make_recv_stage_payload,
+            "_recv_ordinary_stage_result": make_recv_ordinary_stage_result,
+            "_poll_single_request": make_poll_single_request,
+            "_requeue_or_drop_failed_send": make_requeue_or_drop_failed_send,
+            "cleanup_finished_request": make_cleanup_finished_request,
         },
     )
