@@ -25,7 +25,7 @@ import json, sys
 before = list(sys.meta_path)
 import omni_errors.vllm_omni as plugin
 plugin.register()
-print(json.dumps({"status": plugin.status(), "hooked": sys.meta_path != before,
+print(json.dumps({"status": plugin.status().decision.value, "hooked": sys.meta_path != before,
                   "heavy": sorted(m for m in ("vllm", "torch", "vllm_omni") if m in sys.modules)}))
 """
 
@@ -33,3 +33,12 @@ print(json.dumps({"status": plugin.status(), "hooked": sys.meta_path != before,
 def test_register_without_vllm_omni_patches_nothing_and_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120)
     assert json.loads(out.stdout) == {"status": "absent", "hooked": False, "heavy": []}
+
+
+def test_doctor_says_absent_and_exits_5() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 5
+    report = json.loads(done.stdout)
+    assert report["decision"] == "absent" and report["targets"] == [] and report["versions"]["vllm-omni"] is None

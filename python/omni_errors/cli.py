@@ -58,6 +58,7 @@ LAYER_COMMANDS = {
     "stage": "omni_errors.pipeline.cli",
     "chaos": "omni_errors.chaos.cli",
     "audit": "omni_errors.audit.cli",
+    "doctor": "omni_errors.vllm_omni.doctor",
 }
 
 
@@ -120,6 +121,7 @@ EXTRAS = {
     "serve": "pipeline",
     "stage": "pipeline",
     "chaos": "pipeline",
+    "doctor": "vllm-omni",
 }
 MISSING_EXTRA = 1
 

@@ -1,4 +1,4 @@
-"""The plugin's switch, its version gate, and its lazy patching, each in a fresh interpreter.
+"""The plugin's switch, its lazy patching and `unapply()`, each in a fresh interpreter.
 
 `register()` decides once per process, so each case runs in its own `python -c`.
 """
@@ -14,21 +14,32 @@ _PROBE = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 import omni_errors.vllm_omni as plugin
-if len(sys.argv) > 1:
-    plugin.SUPPORTED = (sys.argv[1],)
 plugin.register()
 from omni_errors.vllm_omni.patching import is_patched
 import vllm_omni.diffusion.data as data
 import vllm_omni.diffusion.diffusion_engine as engine
 report = {
-    "status": plugin.status(),
+    "status": plugin.status().decision.value,
     "from_exception": is_patched(data.DiffusionOutput.from_exception.__func__),
     "postprocess": is_patched(engine.DiffusionEngine.postprocess_output),
 }
-if plugin.status() != "refused":  # behaviour 5: what a failed async video job stores, for its GET
-    import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
+# behaviour 5: what a failed async video job stores, for its GET
+import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
+def video():
     error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
-    report["video"] = {"code": error.code, "message": error.message}
+    return {"code": error.code, "message": error.message}
+report["video"] = video()
+if len(sys.argv) > 1:  # switch the plugin off: every original back
+    from omni_errors.vllm_omni.patching import applied
+    report["applied"] = len(applied())
+    report["restored"] = plugin.unapply()
+    report["after"] = {
+        "status": plugin.status().decision.value,
+        "from_exception": is_patched(data.DiffusionOutput.from_exception.__func__),
+        "postprocess": is_patched(engine.DiffusionEngine.postprocess_output),
+        "video": video(),
+        "left": len(applied()),
+    }
 print(json.dumps(report))
 """
 
@@ -64,7 +75,16 @@ def test_the_environment_variable_disables_it() -> None:
     assert report["video"] == {"code": 500, "message": "could not read /home/alice/ckpt/model.safetensors"}
 
 
-def test_an_unknown_vllm_omni_version_is_refused_whole_with_one_log_line() -> None:
-    report, stderr = _probe("9.9.", OMNI_ERRORS_VLLM_OMNI="1")
-    assert report == {"status": "refused", "from_exception": False, "postprocess": False}
-    assert stderr.count("is not a version this plugin knows") == 1
+def test_unapply_restores_every_original() -> None:
+    report, _ = _probe("unapply", OMNI_ERRORS_VLLM_OMNI="1")
+    assert report["status"] == "enabled" and report["from_exception"] and report["postprocess"]
+    applied = report["applied"]
+    assert isinstance(applied, int) and applied >= 4  # data, engine, video helpers and what they import
+    assert report["restored"] == applied
+    assert report["after"] == {
+        "status": "disabled",
+        "from_exception": False,
+        "postprocess": False,
+        "video": {"code": 500, "message": "could not read /home/alice/ckpt/model.safetensors"},
+        "left": 0,
+    }

@@ -34,7 +34,7 @@ from omni_errors.lifecycle.api import (
 )
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import lifecycle_error
+from omni_errors.lifecycle.failures import FatalState, lifecycle_error
 from omni_errors.lifecycle.links import LinkFullError, LinkPayloadError, Output, StageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers
@@ -77,6 +77,7 @@ class Supervisor:
         self._dead_error: OmniErrorDetails | None = None
         self._dead_reason: str | None = None
         self._exit_code = int(ExitCode.OK)
+        self._fatal = FatalState()
         self._stopped = asyncio.Event()
         self._stop: StopPlan | None = None
         self._stop_task: asyncio.Task[None] | None = None
@@ -330,15 +331,12 @@ class Supervisor:
         `reason` is for the logs and StageStartupError; clients get the canonical record."""
         starting = self._state is State.STARTING
         if not self._move(State.DEAD):
+            if self._fatal.record is not None:  # a cause reported after the death may still win
+                self._exit_code = int(self._fatal.note(code))
             return
         self._dead_reason = reason or details.message
-        if starting:
-            code = ExitCode.STARTUP_FAILURE
-        if not (details.fatal and details.category == "server"):
-            # At startup the message is the root cause (no client sees it before StageStartupError);
-            # at runtime every request gets the canonical fatal record.
-            root_cause = details.message if starting else None
-            details = fatal_record(stage_id=details.stage_id, root_cause=root_cause)
+        self._fatal.declare(details, code, starting=starting)  # the one fatal policy
+        details, code = self._fatal.record or details, self._fatal.exit_code or code
         self._dead_error = details
         self._exit_code = int(code)
         answered = self._requests.fail_all(details)

@@ -3,60 +3,70 @@
 Installing omni-errors into a vLLM-Omni environment enables it: vLLM loads the
 `vllm.general_plugins` entry point `omni_errors = omni_errors.vllm_omni:register` in the API
 process, StageDiffusionProc, EngineCore and diffusion workers. `OMNI_ERRORS_VLLM_OMNI=0`
-disables it (vLLM's `VLLM_PLUGINS` allow-list works too). `docs/vllm-omni.md` lists every patch
-beside the upstream change that would replace it.
+disables it (vLLM's `VLLM_PLUGINS` allow-list works too).
 
-`register()` is cheap and a no-op where it has nothing to do: without vLLM-Omni it returns after
-one metadata lookup; with it, each patch waits until its module is imported (`hooks`), so a
-process that never imports the orchestrator or the API server never pays for them. A vLLM-Omni
-version the plugin does not know is refused whole, with one log line.
+What it patches is data: `manifest.TARGETS`, one entry per replaced attribute, each with the
+fingerprint of the original it was written against. `register()` checks every entry against the
+installed sources (`verify`, which reads files and imports nothing) before it patches anything;
+one target that differs refuses the whole plugin in that process, with one log line naming it.
+Accepted, each module is patched right after its import (`hooks`), so a process that never
+imports the orchestrator or the API server never pays for their patches. `unapply()` puts every
+original back. `status()` says what was decided, and why; `omni-errors doctor` prints it.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import enum
 import logging
 import os
 import threading
+from dataclasses import dataclass
+from types import ModuleType
 
-__all__ = ["ENV_VAR", "SUPPORTED", "register", "status"]
+from omni_errors.vllm_omni.verify import Check, State, check, installed
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+__all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
+
+#: vLLM configures a handler for its `vllm` logger in every process it starts: the decision is
+#: logged under it, beside vLLM's own start lines.
+_decision_log = logging.getLogger("vllm.omni_errors")
 
 #: Set to 0 (or false/off/no) to disable the plugin in every process of the server.
 ENV_VAR = "OMNI_ERRORS_VLLM_OMNI"
-#: vLLM-Omni release series whose layout the patches were written and tested against.
-SUPPORTED = ("0.30.",)
+#: The gauge (value 1) on the API server's `/metrics` whose labels are the decision.
+METRIC = "omni_errors_vllm_omni_plugin_info"
+_API_SERVER = "vllm_omni.entrypoints.openai.api_server"
 
-# module -> "package.module:function" of the patch applied right after it is imported
-_PATCHES = {
-    "vllm_omni.diffusion.data": "diffusion:patch_data",
-    "vllm_omni.diffusion.executor.uniproc_executor": "diffusion:patch_uniproc_executor",
-    "vllm_omni.diffusion.diffusion_engine": "diffusion:patch_engine",
-    "vllm_omni.diffusion.stage_diffusion_proc": "diffusion:patch_proc",
-    "vllm_omni.outputs": "client:patch_outputs",
-    "vllm_omni.diffusion.stage_diffusion_client": "client:patch_diffusion_client",
-    "vllm_omni.engine.orchestrator": "orchestrator:patch_orchestrator",
-    "vllm_omni.entrypoints.omni_base": "api:patch_omni_base",
-    "vllm_omni.entrypoints.async_omni_base": "api:patch_async_omni_base",
-    "vllm_omni.entrypoints.async_omni": "api:patch_async_omni",
-    "vllm_omni.entrypoints.openai.api_server": "api:patch_api_server",
-    "vllm_omni.entrypoints.openai.serving_chat": "api:patch_chat",
-    "vllm_omni.entrypoints.openai.video.generation.helpers": "api:patch_video",
-    # connector tombstones (`connectors`): the serializer hook, SHM's zero-copy read, the transport
-    "vllm_omni.distributed.omni_connectors.utils.serialization": "connectors:patch_serializer",
-    "vllm_omni.distributed.omni_connectors.connectors.shm_connector": "connectors:patch_shm_connector",
-    "vllm_omni.distributed.omni_connectors.model_runner.omni_connector_payload_transport": (
-        "connectors:patch_payload_transport"
-    ),
-}
+
+class Decision(enum.Enum):
+    """What `register()` decided in a process."""
+
+    #: every target matched the installed sources; the patches apply as their modules load.
+    ENABLED = "enabled"
+    #: switched off (`OMNI_ERRORS_VLLM_OMNI=0`, or `unapply()`).
+    DISABLED = "disabled"
+    #: a target differs from (or is missing in) the installed sources: nothing is patched.
+    REFUSED = "refused"
+    #: vllm-omni is not installed: nothing to do.
+    ABSENT = "absent"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The decision, why, the vllm-omni version seen, and each target's check (when it ran)."""
+
+    decision: Decision
+    reason: str
+    vllm_omni: str | None = None
+    checks: tuple[Check, ...] = ()
+
 
 _lock = threading.Lock()
-_status: str | None = None
+_status: Status | None = None
 
 
-def status() -> str | None:
-    """What `register()` decided in this process: "enabled", "disabled", "absent", "refused", or None."""
+def status() -> Status | None:
+    """What `register()` decided in this process (None before it ran)."""
     return _status
 
 
@@ -64,33 +74,51 @@ def _disabled() -> bool:
     return os.environ.get(ENV_VAR, "1").strip().lower() in ("0", "false", "off", "no")
 
 
-def _decide() -> str:
+def decide() -> Status:
+    """What `register()` would decide here, patching nothing (`omni-errors doctor` prints it)."""
     if _disabled():
-        return "disabled"
-    try:
-        version = importlib.metadata.version("vllm-omni")
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-    if not version.startswith(SUPPORTED):
-        _log.warning(
-            "omni-errors: vllm-omni %s is not a version this plugin knows (supported: %s); "
-            "nothing is patched, vLLM-Omni's own error handling applies",
-            version,
-            ", ".join(f"{s}x" for s in SUPPORTED),
+        return Status(Decision.DISABLED, f"{ENV_VAR}={os.environ.get(ENV_VAR)}")
+    present, version = installed()
+    if not present:
+        return Status(Decision.ABSENT, "vllm-omni is not installed")
+
+    checks = tuple(check())
+    bad = [c for c in checks if c.state is not State.MATCHES]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        reason = f"{bad[0].target.key} {bad[0].state.value}: {bad[0].reason}{more}"
+        return Status(Decision.REFUSED, reason, version, checks)
+    return Status(Decision.ENABLED, f"all {len(checks)} targets match the installed sources", version, checks)
+
+
+def _log_decision(decided: Status) -> None:
+    if decided.decision is Decision.REFUSED:
+        _decision_log.warning(
+            "omni-errors: plugin refused for vllm-omni %s: %s; nothing is patched, vLLM-Omni's own error "
+            "handling applies (`omni-errors doctor` lists every target)",
+            decided.vllm_omni,
+            decided.reason,
         )
-        return "refused"
-    return "enabled"
+    elif decided.decision is Decision.ENABLED:
+        _decision_log.info("omni-errors: plugin enabled for vllm-omni %s: %s", decided.vllm_omni, decided.reason)
 
 
-def _hook(target: str) -> object:
-    module_name, _, function = target.partition(":")
+def _publish(module: ModuleType) -> None:
+    """The decision as a gauge on the API server's `/metrics` (its registry is prometheus_client's default)."""
+    from prometheus_client import Gauge
 
-    def run(module: object) -> None:
-        import importlib
+    decided = _status
+    if decided is None:
+        return
+    gauge = Gauge(METRIC, "The omni-errors vLLM-Omni plugin's decision in this process", ["decision", "vllm_omni"])
+    gauge.labels(decision=decided.decision.value, vllm_omni=decided.vllm_omni or "").set(1)
 
-        getattr(importlib.import_module(f"{__name__}.{module_name}"), function)(module)
 
-    return run
+def _patch_module(module: ModuleType) -> None:
+    from omni_errors.vllm_omni.manifest import targets_by_module
+    from omni_errors.vllm_omni.patching import apply
+
+    apply(module, targets_by_module()[module.__name__])
 
 
 def register() -> None:
@@ -99,10 +127,32 @@ def register() -> None:
     with _lock:
         if _status is not None:
             return
-        _status = _decide()
-        if _status != "enabled":
-            return
+        _status = decide()
+    _log_decision(_status)
+    if _status.decision not in (Decision.ENABLED, Decision.REFUSED):
+        return
     from omni_errors.vllm_omni.hooks import when_imported
 
-    for module, target in _PATCHES.items():
-        when_imported(module, _hook(target))  # type: ignore[arg-type]
+    when_imported(_API_SERVER, _publish)
+    if _status.decision is Decision.ENABLED:
+        from omni_errors.vllm_omni.manifest import targets_by_module
+
+        for module in targets_by_module():
+            when_imported(module, _patch_module)
+
+
+def unapply() -> int:
+    """Switch the plugin off in this process: pending patches dropped, every original restored,
+    the fatal state forgotten. Returns how many attributes were restored."""
+    global _status
+    from omni_errors.vllm_omni import fatal
+    from omni_errors.vllm_omni.hooks import cancel
+    from omni_errors.vllm_omni.patching import unapply as restore
+
+    with _lock:
+        previous = _status
+        _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
+    cancel(_patch_module)
+    restored = restore()
+    fatal.reset()
+    return restored

@@ -25,15 +25,21 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.patching import apply
 
 __all__ = [
     "API_RAW_FALLBACKS",
     "GRACEFUL_SHUTDOWN_S",
-    "patch_api_server",
-    "patch_chat",
-    "patch_omni_base",
-    "patch_video",
+    "LAST_CALL_S",
+    "make_abort_internal",
+    "make_chat_error_response",
+    "make_engine_error_response",
+    "make_generate",
+    "make_normalize_reason",
+    "make_raise_error_message",
+    "make_record_failure",
+    "make_register_handlers",
+    "make_serve_http",
+    "make_video_error",
 ]
 
 _log = logging.getLogger("omni_errors.vllm_omni")
@@ -85,114 +91,104 @@ def _cause_first(handler: Any) -> Any:
     return handle
 
 
-def patch_api_server(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.openai.api_server`: our handlers; stop and exit code on a fatal failure."""
+def make_register_handlers(module: ModuleType, original: Any) -> Any:
+    """`_register_omni_exception_handlers`: our handlers after vLLM-Omni's own."""
     from fastapi import HTTPException as FastAPIHTTPException
     from starlette.exceptions import HTTPException
 
-    from omni_errors.render.http import http_response
-    from omni_errors.reporting import report
     from omni_errors.server import install
     from omni_errors.server.register import make_handler
 
-    def make_register(original: Any) -> Any:
-        def register(app: Any) -> None:
-            original(app)
-            # vLLM's app building has already assembled Starlette's middleware stack once, and its
-            # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
-            # call (uvicorn's lifespan startup) builds it again with these handlers in it.
-            app.middleware_stack = None
-            install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
-            handler = _cause_first(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
-            for cls in (FastAPIHTTPException, HTTPException):
-                app.add_exception_handler(cls, handler)
+    def register(app: Any) -> None:
+        original(app)
+        # vLLM's app building has already assembled Starlette's middleware stack once, and its
+        # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
+        # call (uvicorn's lifespan startup) builds it again with these handlers in it.
+        app.middleware_stack = None
+        install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
+        handler = _cause_first(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
+        for cls in (FastAPIHTTPException, HTTPException):
+            app.add_exception_handler(cls, handler)
 
-        return register
+    return register
 
-    def make_serve(original: Any) -> Any:
-        async def serve_http(app: Any, *args: Any, **kwargs: Any) -> Any:
-            loop = asyncio.get_running_loop()
 
-            def stop(_details: OmniErrorDetails) -> None:
-                def set_exit() -> None:
-                    server = getattr(app.state, "server", None)
-                    if server is not None:
-                        server.should_exit = True
+def make_serve_http(module: ModuleType, original: Any) -> Any:
+    """`serve_http`: the server stops on a fatal failure, then the process exits with its code."""
 
-                loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
+    async def serve_http(app: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
 
-            def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
+        def stop(_details: OmniErrorDetails) -> None:
+            def set_exit() -> None:
                 server = getattr(app.state, "server", None)
                 if server is not None:
-                    server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
+                    server.should_exit = True
 
-            fatal.on_fatal(stop)
-            loop.call_soon(bound_graceful_shutdown)
-            return _exit_after(await original(app, *args, **kwargs))
+            loop.call_soon_threadsafe(loop.call_later, LAST_CALL_S, set_exit)
 
-        return serve_http
+        def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
+            server = getattr(app.state, "server", None)
+            if server is not None:
+                server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
 
-    def make_engine_response(original: Any) -> Any:
-        def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
-            where = f"{req.method} {req.url.path}"
-            return report(
-                exc,
-                http_response,
-                where=where,
-                request_id=_request_id(req),
-                raw_fallbacks=API_RAW_FALLBACKS,
-                on_fatal=_on_fatal_response,
-            )
+        fatal.on_fatal(stop)
+        loop.call_soon(bound_graceful_shutdown)
+        return _exit_after(await original(app, *args, **kwargs))
 
-        return _create_engine_error_json_response
-
-    apply(
-        module,
-        {
-            (module, "_register_omni_exception_handlers"): make_register,
-            (module, "serve_http"): make_serve,
-            (module, "_create_engine_error_json_response"): make_engine_response,
-        },
-    )
+    return serve_http
 
 
-def patch_async_omni_base(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.async_omni_base`: no abort round trip to a pipeline that has ended.
+def make_engine_error_response(module: ModuleType, original: Any) -> Any:
+    """`_create_engine_error_json_response`: renders the record (and starts the fatal shutdown)."""
+    from omni_errors.render.http import http_response
+    from omni_errors.reporting import report
+
+    def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
+        where = f"{req.method} {req.url.path}"
+        return report(
+            exc,
+            http_response,
+            where=where,
+            request_id=_request_id(req),
+            raw_fallbacks=API_RAW_FALLBACKS,
+            on_fatal=_on_fatal_response,
+        )
+
+    return _create_engine_error_json_response
+
+
+def make_abort_internal(module: ModuleType, original: Any) -> Any:
+    """`AsyncOmniBase._abort_internal_requests`: no abort round trip to a pipeline that has ended.
 
     A failed request is aborted with a 2 s timeout; after a fatal failure nothing is left to take
     the abort, so waiting would only delay the answer past the 1 s every request is owed.
     """
 
-    def make(original: Any) -> Any:
-        async def _abort_internal_requests(self: Any, request_id: Any, **kwargs: Any) -> Any:
-            if fatal.declared() is not None:
-                return None
-            return await original(self, request_id, **kwargs)
+    async def _abort_internal_requests(self: Any, request_id: Any, **kwargs: Any) -> Any:
+        if fatal.declared() is not None:
+            return None
+        return await original(self, request_id, **kwargs)
 
-        return _abort_internal_requests
-
-    apply(module, {(module.AsyncOmniBase, "_abort_internal_requests"): make})
+    return _abort_internal_requests
 
 
-def patch_async_omni(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.async_omni`: after a fatal failure, a new request gets the fatal record at once.
+def make_generate(module: ModuleType, original: Any) -> Any:
+    """`AsyncOmni.generate`: after a fatal failure, a new request gets the fatal record at once.
 
     The orchestrator is stopping by then; a request submitted to it would wait for an answer that
     never comes until the server closes the connection.
     """
     from omni_errors.exceptions import rebuild
 
-    def make(original: Any) -> Any:
-        async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
-            record = fatal.declared()
-            if record is not None:
-                raise rebuild(record)
-            async for output in original(self, *args, **kwargs):
-                yield output
+    async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        record = fatal.declared()
+        if record is not None:
+            raise rebuild(record)
+        async for output in original(self, *args, **kwargs):
+            yield output
 
-        return generate
-
-    apply(module, {(module.AsyncOmni, "generate"): make})
+    return generate
 
 
 async def _exit_after(shutdown: Any) -> None:
@@ -204,66 +200,57 @@ async def _exit_after(shutdown: Any) -> None:
         raise SystemExit(int(code))
 
 
-def patch_omni_base(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.omni_base`: messages raise their record; failure reasons by category."""
+def make_raise_error_message(module: ModuleType, original: Any) -> Any:
+    """`OmniBase._raise_nonfatal_error_message` raises the message's record, rebuilt."""
     from omni_errors.exceptions import rebuild
     from omni_errors.vllm_omni.orchestrator import message_record
 
-    base = module.OmniBase
+    def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
+        raise rebuild(message_record(msg))
 
-    def make_raise(original: Any) -> Any:
-        def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
-            raise rebuild(message_record(msg))
-
-        return _raise_nonfatal_error_message
-
-    def make_record(original: Any) -> Any:
-        def _record_request_failure_once(self: Any, request_id: str, reason: str) -> None:
-            if reason == "stage_error":
-                details = _handled_record()
-                if details is not None and details.category == "client":
-                    reason = _CLIENT_ERROR_REASON
-            original(self, request_id, reason)
-
-        return _record_request_failure_once
-
-    def make_normalize(original: Any) -> Any:
-        def normalize_failure_reason(reason: str | None) -> str:
-            return reason if reason == _CLIENT_ERROR_REASON else str(original(reason))
-
-        return normalize_failure_reason
-
-    apply(
-        module,
-        {
-            (base, "_raise_nonfatal_error_message"): make_raise,
-            (base, "_record_request_failure_once"): make_record,
-            (module, "normalize_failure_reason"): make_normalize,
-        },
-    )
+    return _raise_nonfatal_error_message
 
 
-def patch_chat(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.openai.serving_chat`: `_create_error_response` from the handled record."""
+def make_record_failure(module: ModuleType, original: Any) -> Any:
+    """`OmniBase._record_request_failure_once`: a client failure is counted as `client_error`."""
+
+    def _record_request_failure_once(self: Any, request_id: str, reason: str) -> None:
+        if reason == "stage_error":
+            details = _handled_record()
+            if details is not None and details.category == "client":
+                reason = _CLIENT_ERROR_REASON
+        original(self, request_id, reason)
+
+    return _record_request_failure_once
+
+
+def make_normalize_reason(module: ModuleType, original: Any) -> Any:
+    """`omni_base.normalize_failure_reason` keeps the `client_error` reason."""
+
+    def normalize_failure_reason(reason: str | None) -> str:
+        return reason if reason == _CLIENT_ERROR_REASON else str(original(reason))
+
+    return normalize_failure_reason
+
+
+def make_chat_error_response(module: ModuleType, original: Any) -> Any:
+    """`OmniOpenAIServingChat._create_error_response` from the handled record."""
     from omni_errors.render import error_response
     from omni_errors.reporting import report
 
-    def make(original: Any) -> Any:
-        def _create_error_response(
-            self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
-        ) -> Any:
-            exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
-            if exc is None:
-                return original(self, message, err_type, status_code)
-            return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
+    def _create_error_response(
+        self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
+    ) -> Any:
+        exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
+        if exc is None:
+            return original(self, message, err_type, status_code)
+        return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
 
-        return _create_error_response
-
-    apply(module, {(module.OmniOpenAIServingChat, "_create_error_response"): make})
+    return _create_error_response
 
 
-def patch_video(module: ModuleType) -> None:
-    """`vllm_omni.entrypoints.openai.video.generation.helpers`: a failed job stores the record's status and text."""
+def make_video_error(module: ModuleType, original: Any) -> Any:
+    """`video.generation.helpers._video_error_from_exception`: a failed job stores the record's status and text."""
     from omni_errors.reporting import report
 
     video_error = module.VideoError
@@ -271,11 +258,8 @@ def patch_video(module: ModuleType) -> None:
     def stored(details: OmniErrorDetails) -> Any:
         return video_error(code=details.status_code, message=sanitize(details.message))
 
-    def make(original: Any) -> Any:
-        def _video_error_from_exception(exc: Exception) -> Any:
-            # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
-            return report(exc, stored, where="video job", raw_fallbacks=False)
+    def _video_error_from_exception(exc: Exception) -> Any:
+        # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
+        return report(exc, stored, where="video job", raw_fallbacks=False)
 
-        return _video_error_from_exception
-
-    apply(module, {(module, "_video_error_from_exception"): make})
+    return _video_error_from_exception

@@ -21,10 +21,19 @@ import zmq
 
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.patching import apply
 from omni_errors.vllm_omni.records import FRAME_KEY, attach, carried, stage_failure
 
-__all__ = ["SEND_TIMEOUT_MS", "STOP_TIMEOUT_S", "patch_diffusion_client", "patch_outputs"]
+__all__ = [
+    "SEND_TIMEOUT_MS",
+    "STOP_TIMEOUT_S",
+    "make_abort",
+    "make_add_request",
+    "make_collective_rpc_async",
+    "make_connect_transport",
+    "make_frame_decoder",
+    "make_from_error",
+    "make_shutdown",
+]
 
 _log = logging.getLogger("omni_errors.vllm_omni")
 
@@ -34,29 +43,25 @@ SEND_TIMEOUT_MS = 1000
 STOP_TIMEOUT_S = 0.5
 
 
-def patch_outputs(module: ModuleType) -> None:
-    """`vllm_omni.outputs`: `OmniRequestOutput.from_error` attaches the record of the failure being handled."""
+def make_from_error(module: ModuleType, original: Any) -> Any:
+    """`OmniRequestOutput.from_error` attaches the record of the failure being handled."""
+    build = original.__func__
 
-    def make(original: Any) -> Any:
-        build = original.__func__
+    def from_error(cls: Any, /, request_id: str, error_message: str, **kwargs: Any) -> Any:
+        output = build(cls, request_id, error_message, **kwargs)
+        exc = sys.exc_info()[1]
+        if exc is not None and carried(output) is None:
+            try:
+                value = stage_failure(exc, request_id=request_id)
+            except Exception:  # classifying must never turn one failure into two
+                _log.exception("omni-errors: could not classify %s", type(exc).__name__)
+                return output
+            if value.exit_code is not None:
+                fatal.note(value.exit_code)
+            attach(output, value)
+        return output
 
-        def from_error(cls: Any, /, request_id: str, error_message: str, **kwargs: Any) -> Any:
-            output = build(cls, request_id, error_message, **kwargs)
-            exc = sys.exc_info()[1]
-            if exc is not None and carried(output) is None:
-                try:
-                    value = stage_failure(exc, request_id=request_id)
-                except Exception:  # classifying must never turn one failure into two
-                    _log.exception("omni-errors: could not classify %s", type(exc).__name__)
-                    return output
-                if value.exit_code is not None:
-                    fatal.note(value.exit_code)
-                attach(output, value)
-            return output
-
-        return classmethod(from_error)
-
-    apply(module, {(module.OmniRequestOutput, "from_error"): make})
+    return classmethod(from_error)
 
 
 def _stage_gone(client: Any, what: str) -> Exception:
@@ -66,96 +71,99 @@ def _stage_gone(client: Any, what: str) -> Exception:
     return EngineDeadError(f"Stage-{client.stage_id} did not take a {what} within {SEND_TIMEOUT_MS} ms")
 
 
-def patch_diffusion_client(module: ModuleType) -> None:
-    """`vllm_omni.diffusion.stage_diffusion_client`: deadlines on every send, records from frames."""
-    client_cls = module.StageDiffusionClient
+def make_connect_transport(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionClient._connect_transport`: a send deadline and no linger on the request socket."""
+
+    def _connect_transport(self: Any, request_address: str, response_address: str) -> None:
+        original(self, request_address, response_address)
+        self._request_socket.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
+        self._request_socket.setsockopt(zmq.LINGER, 0)
+
+    return _connect_transport
+
+
+def _bounded(original: Any, what: str) -> Any:
+    async def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await original(self, *args, **kwargs)
+        except zmq.Again:
+            raise _stage_gone(self, what) from None
+
+    return send
+
+
+def make_add_request(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionClient.add_request_async`: a missed send deadline marks the stage dead."""
+    return _bounded(original, "request")
+
+
+def make_collective_rpc_async(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionClient.collective_rpc_async`: a missed send deadline marks the stage dead."""
+    return _bounded(original, "control message")
+
+
+def make_abort(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionClient.abort_requests_async`: an abort the gone stage cannot take is dropped."""
+
+    async def abort_requests_async(self: Any, request_ids: list[str]) -> None:
+        try:
+            await original(self, request_ids)
+        except zmq.Again:  # nothing left to abort on a stage that takes no messages
+            _stage_gone(self, "abort")
+            _log.warning(
+                "omni-errors: stage-%s is gone; abort of %d request(s) dropped", self.stage_id, len(request_ids)
+            )
+
+    return abort_requests_async
+
+
+def make_shutdown(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionClient.shutdown`: never blocks; the proc gets `STOP_TIMEOUT_S` after SIGTERM."""
+
+    def shutdown(self: Any) -> None:
+        self._shutting_down = True
+        try:
+            self._request_socket.send(self._encoder.encode({"type": "shutdown"}), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+        manager = self._proc_manager
+        if manager is not None and manager.proc.is_alive():
+            manager.shutdown(timeout=STOP_TIMEOUT_S)
+        self._request_socket.close(linger=0)
+        self._response_socket.close(linger=0)
+        self._zmq_ctx.term()
+        if manager is not None and manager.proc.exitcode == ExitCode.OOM:
+            fatal.note(ExitCode.OOM)  # the proc said how it ended; the server ends the same way
+
+    return shutdown
+
+
+def make_frame_decoder(module: ModuleType, original: type) -> type:
+    """The client's `OmniMsgpackDecoder`: a record-carrying request error frame becomes an error output."""
     output_cls = module.OmniRequestOutput
 
-    def make_connect(original: Any) -> Any:
-        def _connect_transport(self: Any, request_address: str, response_address: str) -> None:
-            original(self, request_address, response_address)
-            self._request_socket.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
-            self._request_socket.setsockopt(zmq.LINGER, 0)
+    class RecordFrameDecoder(original):  # type: ignore[misc]
+        """Turns a record-carrying request error frame into that request's error output."""
 
-        return _connect_transport
+        def decode(self, *args: Any, **kwargs: Any) -> Any:
+            msg = super().decode(*args, **kwargs)
+            if not (isinstance(msg, dict) and msg.get("type") == "error" and FRAME_KEY in msg):
+                return msg
+            request_id = msg.get("request_id")
+            value = carried(msg)
+            if value is None or request_id is None or msg.get("rpc_id") is not None:
+                return msg
+            if value.exit_code is not None:
+                fatal.note(value.exit_code)
+            _log.error(
+                "omni-errors: request %s failed in the diffusion proc: %s %s",
+                request_id,
+                value.details.status_code,
+                value.details.error_type,
+            )
+            output = output_cls.from_error(request_id, value.details.message)
+            attach(output, value)
+            output.metrics.update(msg.get("metrics") or {})
+            return {"type": "result", "output": output}
 
-    def make_bounded(what: str) -> Any:
-        def make(original: Any) -> Any:
-            async def send(self: Any, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    return await original(self, *args, **kwargs)
-                except zmq.Again:
-                    raise _stage_gone(self, what) from None
-
-            return send
-
-        return make
-
-    def make_abort(original: Any) -> Any:
-        async def abort_requests_async(self: Any, request_ids: list[str]) -> None:
-            try:
-                await original(self, request_ids)
-            except zmq.Again:  # nothing left to abort on a stage that takes no messages
-                _stage_gone(self, "abort")
-                _log.warning(
-                    "omni-errors: stage-%s is gone; abort of %d request(s) dropped", self.stage_id, len(request_ids)
-                )
-
-        return abort_requests_async
-
-    def make_shutdown(original: Any) -> Any:
-        def shutdown(self: Any) -> None:
-            self._shutting_down = True
-            try:
-                self._request_socket.send(self._encoder.encode({"type": "shutdown"}), zmq.NOBLOCK)
-            except zmq.ZMQError:
-                pass
-            manager = self._proc_manager
-            if manager is not None and manager.proc.is_alive():
-                manager.shutdown(timeout=STOP_TIMEOUT_S)
-            self._request_socket.close(linger=0)
-            self._response_socket.close(linger=0)
-            self._zmq_ctx.term()
-            if manager is not None and manager.proc.exitcode == ExitCode.OOM:
-                fatal.note(ExitCode.OOM)  # the proc said how it ended; the server ends the same way
-
-        return shutdown
-
-    def make_decoder(original: type) -> type:
-        class RecordFrameDecoder(original):  # type: ignore[misc]
-            """Turns a record-carrying request error frame into that request's error output."""
-
-            def decode(self, *args: Any, **kwargs: Any) -> Any:
-                msg = super().decode(*args, **kwargs)
-                if not (isinstance(msg, dict) and msg.get("type") == "error" and FRAME_KEY in msg):
-                    return msg
-                request_id = msg.get("request_id")
-                value = carried(msg)
-                if value is None or request_id is None or msg.get("rpc_id") is not None:
-                    return msg
-                if value.exit_code is not None:
-                    fatal.note(value.exit_code)
-                _log.error(
-                    "omni-errors: request %s failed in the diffusion proc: %s %s",
-                    request_id,
-                    value.details.status_code,
-                    value.details.error_type,
-                )
-                output = output_cls.from_error(request_id, value.details.message)
-                attach(output, value)
-                output.metrics.update(msg.get("metrics") or {})
-                return {"type": "result", "output": output}
-
-        return RecordFrameDecoder
-
-    apply(
-        module,
-        {
-            (client_cls, "_connect_transport"): make_connect,
-            (client_cls, "add_request_async"): make_bounded("request"),
-            (client_cls, "collective_rpc_async"): make_bounded("control message"),
-            (client_cls, "abort_requests_async"): make_abort,
-            (client_cls, "shutdown"): make_shutdown,
-            (module, "OmniMsgpackDecoder"): make_decoder,
-        },
-    )
+    return RecordFrameDecoder

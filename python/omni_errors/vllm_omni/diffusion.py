@@ -19,12 +19,19 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.rules import with_ids
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.patching import apply
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
 
-__all__ = ["patch_data", "patch_engine", "patch_proc", "patch_uniproc_executor"]
+__all__ = [
+    "make_collective_rpc",
+    "make_emit_outputs",
+    "make_frame_encoder",
+    "make_from_exception",
+    "make_postprocess_output",
+    "make_proc_close",
+]
 
 _log = logging.getLogger("omni_errors.vllm_omni")
 
@@ -40,40 +47,33 @@ def _recorded(exc: BaseException, **ids: Any) -> Carried | None:
     return value
 
 
-def patch_data(module: ModuleType) -> None:
-    """`vllm_omni.diffusion.data`: `DiffusionOutput.from_exception` attaches the record."""
+def make_from_exception(module: ModuleType, original: Any) -> Any:
+    """`DiffusionOutput.from_exception` attaches the record."""
+    build = original.__func__
 
-    def make(original: Any) -> Any:
-        build = original.__func__
+    def from_exception(cls: Any, /, exc: BaseException) -> Any:
+        output = build(cls, exc)
+        value = _recorded(exc)
+        if value is not None:
+            attach(output, value)
+        return output
 
-        def from_exception(cls: Any, /, exc: BaseException) -> Any:
-            output = build(cls, exc)
-            value = _recorded(exc)
-            if value is not None:
-                attach(output, value)
-            return output
-
-        return classmethod(from_exception)
-
-    apply(module, {(module.DiffusionOutput, "from_exception"): make})
+    return classmethod(from_exception)
 
 
-def patch_uniproc_executor(module: ModuleType) -> None:
+def make_collective_rpc(module: ModuleType, original: Any) -> Any:
     """`UniProcDiffusionExecutor.collective_rpc("execute_model")` answers a failure with `from_exception`."""
     from vllm_omni.diffusion.data import DiffusionOutput
 
-    def make(original: Any) -> Any:
-        def collective_rpc(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(self, method, *args, **kwargs)
-            except Exception as exc:
-                if method != "execute_model":
-                    raise
-                return DiffusionOutput.from_exception(exc)  # what a multiprocess worker returns
+    def collective_rpc(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(self, method, *args, **kwargs)
+        except Exception as exc:
+            if method != "execute_model":
+                raise
+            return DiffusionOutput.from_exception(exc)  # what a multiprocess worker returns
 
-        return collective_rpc
-
-    apply(module, {(module.UniProcDiffusionExecutor, "collective_rpc"): make})
+    return collective_rpc
 
 
 def _first_fatal(runner_output: Any, request_ids: list[str]) -> Carried | None:
@@ -85,66 +85,63 @@ def _first_fatal(runner_output: Any, request_ids: list[str]) -> Carried | None:
     return None
 
 
-def patch_engine(module: ModuleType) -> None:
-    """`vllm_omni.diffusion.diffusion_engine`: rebuild carried records; fail the engine on a fatal one."""
+def make_postprocess_output(module: ModuleType, original: Any) -> Any:
+    """`DiffusionEngine.postprocess_output` raises the carried record, rebuilt."""
     from omni_errors.exceptions import rebuild
 
-    engine = module.DiffusionEngine
+    def postprocess_output(self: Any, request: Any, output: Any) -> Any:
+        value = carried(output)
+        if value is not None and output.error and not output.aborted:
+            request_id = getattr(request, "request_id", None)
+            raise rebuild(with_ids(value.details, request_id=request_id, stage_id=None))
+        return original(self, request, output)
 
-    def make_postprocess(original: Any) -> Any:
-        def postprocess_output(self: Any, request: Any, output: Any) -> Any:
-            value = carried(output)
-            if value is not None and output.error and not output.aborted:
-                request_id = getattr(request, "request_id", None)
-                raise rebuild(with_ids(value.details, request_id=request_id, stage_id=None))
-            return original(self, request, output)
-
-        return postprocess_output
-
-    def make_emit(original: Any) -> Any:
-        def _emit_outputs(
-            self: Any, finished_ids: Any, scheduled_request_ids: Any, runner_output: Any, **kw: Any
-        ) -> Any:
-            result = original(self, finished_ids, scheduled_request_ids, runner_output, **kw)
-            value = _first_fatal(runner_output, list(scheduled_request_ids))
-            if value is not None:
-                if value.exit_code is not None:
-                    fatal.note(value.exit_code)
-                _log.critical("omni-errors: fatal failure in the diffusion engine; stopping it")
-                self._fail_engine(rebuild(value.details))
-            return result
-
-        return _emit_outputs
-
-    apply(module, {(engine, "postprocess_output"): make_postprocess, (engine, "_emit_outputs"): make_emit})
+    return postprocess_output
 
 
-def patch_proc(module: ModuleType) -> None:
-    """`vllm_omni.diffusion.stage_diffusion_proc`: record keys on error frames; documented exit codes."""
+def make_emit_outputs(module: ModuleType, original: Any) -> Any:
+    """`DiffusionEngine._emit_outputs` fails the engine after it delivered a fatal record."""
+    from omni_errors.exceptions import rebuild
 
-    def make_encoder(original: type) -> type:
-        class RecordFrameEncoder(original):  # type: ignore[misc]
-            """Adds the record to error frames; they are encoded inside the `except` that caught the failure."""
+    def _emit_outputs(self: Any, finished_ids: Any, scheduled_request_ids: Any, runner_output: Any, **kw: Any) -> Any:
+        result = original(self, finished_ids, scheduled_request_ids, runner_output, **kw)
+        value = _first_fatal(runner_output, list(scheduled_request_ids))
+        if value is not None:
+            if value.exit_code is not None:
+                fatal.note(value.exit_code)
+            _log.critical("omni-errors: fatal failure in the diffusion engine; stopping it")
+            self._fail_engine(rebuild(value.details))
+        return result
 
-            def encode(self, obj: Any) -> Any:
-                exc = sys.exc_info()[1]
-                if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
-                    value = _recorded(exc, request_id=obj.get("request_id"))
-                    if value is not None:
-                        if value.details.fatal:
-                            value = Carried(value.details, int(fatal.exit_code() or value.exit_code or 80))
-                        obj = {**obj, **frame_fields(value)}
-                return super().encode(obj)
+    return _emit_outputs
 
-        return RecordFrameEncoder
 
-    def make_close(original: Any) -> Any:
-        def close(self: Any) -> None:
-            original(self)
-            code = fatal.exit_code()
-            if code is not None:  # the proc is ending because of a fatal failure: say which
-                raise SystemExit(int(code))
+def make_frame_encoder(module: ModuleType, original: type) -> type:
+    """StageDiffusionProc's `OmniMsgpackEncoder`: error frames get the record's keys."""
 
-        return close
+    class RecordFrameEncoder(original):  # type: ignore[misc]
+        """Adds the record to error frames; they are encoded inside the `except` that caught the failure."""
 
-    apply(module, {(module, "OmniMsgpackEncoder"): make_encoder, (module.StageDiffusionProc, "close"): make_close})
+        def encode(self, obj: Any) -> Any:
+            exc = sys.exc_info()[1]
+            if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
+                value = _recorded(exc, request_id=obj.get("request_id"))
+                if value is not None:
+                    if value.details.fatal:  # the code that wins in this process (the fatal policy)
+                        value = Carried(value.details, int(fatal.note(value.exit_code or ExitCode.FATAL_ENGINE)))
+                    obj = {**obj, **frame_fields(value)}
+            return super().encode(obj)
+
+    return RecordFrameEncoder
+
+
+def make_proc_close(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionProc.close`: a proc that saw a fatal failure exits with its documented code."""
+
+    def close(self: Any) -> None:
+        original(self)
+        code = fatal.exit_code()
+        if code is not None:  # the proc is ending because of a fatal failure: say which
+            raise SystemExit(int(code))
+
+    return close

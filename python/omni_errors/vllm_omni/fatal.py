@@ -1,11 +1,11 @@
-"""The process's fatal state: the first fatal record it saw, the exit code it implies, who to tell.
+"""The process's fatal state and who to tell: the lifecycle's one fatal policy, per process.
 
 Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, workers). A patch
 that recognises a fatal failure calls `declare`; the parts that end the process subscribe with
 `on_fatal` (the API server's stop, the orchestrator's pipeline shutdown) and read `exit_code()`
-when the process ends. Declaring twice keeps the first record and the most specific exit code
-(an OOM seen later still turns 80 into 81): the first failure is the root cause, later ones are
-its consequences.
+when the process ends. Which record is kept and which exit code wins is decided by
+`omni_errors.lifecycle.failures.FatalState`, as in the reference supervisor: the first failure is
+the root cause, and a more specific code seen later (an OOM after the engine died) still wins.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.failures import FatalState
 
 __all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 
@@ -23,70 +24,57 @@ _log = logging.getLogger("omni_errors.vllm_omni")
 
 Callback = Callable[[OmniErrorDetails], None]
 
+_state = FatalState()
 _lock = threading.Lock()
-_record: OmniErrorDetails | None = None
-_code: ExitCode | None = None
 _callbacks: list[Callback] = []
 
 
-def _upgrade(code: ExitCode) -> None:
-    global _code
-    if _code is None or (code is ExitCode.OOM and _code is not ExitCode.OOM):
-        _code = code
-
-
-def note(code: int) -> None:
-    """Remember the exit code a fatal failure seen here implies, without ending anything yet.
+def note(code: int) -> ExitCode:
+    """Take the exit code a fatal failure seen here implies into account, without ending anything
+    yet; returns the code that wins so far.
 
     The part of the process that saw the failure's type (an OOM in a worker, say) is rarely the
     one that ends the pipeline; this keeps the specific code for when it does.
     """
-    with _lock:
-        _upgrade(ExitCode(code))
+    return _state.note(ExitCode(code))
 
 
 def declare(details: OmniErrorDetails, code: ExitCode) -> bool:
     """Record a fatal failure; returns True the first time (the callbacks run then, once)."""
-    global _record
     with _lock:
-        first = _record is None
-        if first:
-            _record = details
-        _upgrade(code)
-        code = _code if _code is not None else code
+        first = _state.declare(details, code)
         callbacks = list(_callbacks) if first else []
-    if first:
+    record, winner = _state.record, _state.exit_code
+    if first and record is not None and winner is not None:
         _log.critical(
             "omni-errors: fatal failure in stage %s (%s %s); ending the pipeline with exit code %d",
-            details.stage_id,
-            details.status_code,
-            details.error_type,
-            int(code),
+            record.stage_id,
+            record.status_code,
+            record.error_type,
+            int(winner),
         )
-    for callback in callbacks:
-        try:
-            callback(details)
-        except Exception:  # one subscriber failing must not stop the others
-            _log.exception("omni-errors: fatal-failure callback failed")
+        for callback in callbacks:
+            try:
+                callback(record)
+            except Exception:  # one subscriber failing must not stop the others
+                _log.exception("omni-errors: fatal-failure callback failed")
     return first
 
 
 def declared() -> OmniErrorDetails | None:
-    """The first fatal record of this process, if any."""
-    with _lock:
-        return _record
+    """The first fatal record of this process (canonical), if any."""
+    return _state.record
 
 
 def exit_code() -> ExitCode | None:
     """The documented exit code this process must end with, or None when nothing fatal happened."""
-    with _lock:
-        return _code
+    return _state.exit_code
 
 
 def on_fatal(callback: Callback) -> None:
     """Call `callback(details)` on the first fatal failure (at once if it already happened)."""
     with _lock:
-        record = _record
+        record = _state.record
         if record is None:
             _callbacks.append(callback)
             return
@@ -94,8 +82,7 @@ def on_fatal(callback: Callback) -> None:
 
 
 def reset() -> None:
-    """Forget the state (for tests that drive several pipelines in one process)."""
-    global _record, _code
+    """Forget the state and the subscribers (`omni_errors.vllm_omni.unapply`)."""
     with _lock:
-        _record, _code = None, None
+        _state.reset()
         _callbacks.clear()

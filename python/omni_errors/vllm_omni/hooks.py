@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-__all__ = ["when_imported"]
+__all__ = ["cancel", "pending", "when_imported"]
 
 _log = logging.getLogger("omni_errors.vllm_omni")
 
@@ -83,3 +83,18 @@ def when_imported(name: str, hook: Hook) -> None:
                 sys.meta_path.insert(0, _finder)
             return
     _run(module, [hook])
+
+
+def cancel(hook: Hook) -> None:
+    """Forget `hook` for every module not imported yet (the plugin being switched off)."""
+    with _lock:
+        for name in list(_pending):
+            _pending[name] = [h for h in _pending[name] if h is not hook]
+            if not _pending[name]:
+                del _pending[name]
+
+
+def pending() -> dict[str, int]:
+    """How many hooks wait for each module not imported yet."""
+    with _lock:
+        return {name: len(hooks) for name, hooks in _pending.items()}

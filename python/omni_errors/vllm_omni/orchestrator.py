@@ -21,11 +21,18 @@ from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import InvalidRecordError
 from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.failures import canonical_fatal
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.patching import apply
 from omni_errors.vllm_omni.records import output_record
 
-__all__ = ["fail_pipeline", "message_record", "patch_orchestrator", "record_message_class"]
+__all__ = [
+    "fail_pipeline",
+    "make_error_message",
+    "make_handle_dead_replica",
+    "make_handle_stage_error",
+    "message_record",
+    "record_message_class",
+]
 
 _log = logging.getLogger("omni_errors.vllm_omni")
 
@@ -74,6 +81,7 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     """Answer every in-flight request with `details`, stop the orchestrator, declare the process fatal."""
     if fatal.declared() is not None:
         return
+    details = canonical_fatal(details)
     request_ids = list(orchestrator.request_states)
     for request_id in request_ids:
         await orchestrator.output_async_queue.put(message_cls.of(details.replace(request_id=request_id)))
@@ -85,53 +93,57 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     fatal.declare(details, code)
 
 
-def patch_orchestrator(module: ModuleType) -> None:
-    """`vllm_omni.engine.orchestrator`: record-carrying messages; stage errors; dead replicas."""
-    message_cls = record_message_class(module.ErrorMessage)
-    base = module.OrchestratorBase
+def _message_cls() -> Any:
+    from vllm_omni.engine.messages import ErrorMessage  # the original: the orchestrator's is replaced
 
-    def make_stage_error(original: Any) -> Any:
-        async def _handle_stage_error(self: Any, stage_id: int, output: Any, *, error: str | None = None) -> None:
-            tracker = self._cfg_tracker
-            parent_id = output.request_id
-            if tracker.is_companion(output.request_id):
-                parent_id = tracker.get_parent_id(output.request_id) or output.request_id
-            value = output_record(output, request_id=parent_id, stage_id=stage_id, error=error)
-            details = value.details
-            if details.request_id != parent_id:  # a CFG companion failed: its parent is what the client sent
-                try:
-                    details = details.replace(request_id=parent_id)
-                except InvalidRecordError:
-                    details = details.replace(request_id=None)
-            await self.output_async_queue.put(message_cls.of(details))
-            await self._cleanup_request_ids(
-                [parent_id, *tracker.cleanup_parent(parent_id)], abort=True, release_owners=True
-            )
-            if details.fatal:
-                code = ExitCode(value.exit_code) if value.exit_code is not None else ExitCode.FATAL_ENGINE
-                await fail_pipeline(self, details, code, message_cls)
+    return record_message_class(ErrorMessage)
 
-        return _handle_stage_error
 
-    def make_dead_replica(original: Any) -> Any:
-        async def _handle_dead_replica(self: Any, stage_id: int, replica_id: int, error: Any) -> None:
-            await original(self, stage_id, replica_id, error)
-            pool = self.stage_pools[stage_id]
-            if pool.live_replica_ids():
-                return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
-            carried_details = getattr(error, "details", None)
-            code = ExitCode.FATAL_ENGINE if isinstance(carried_details, OmniErrorDetails) else ExitCode.STAGE_LOST
-            _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
-            details = fatal_record(stage_id=stage_id)
+def make_error_message(module: ModuleType, original: type) -> Any:
+    """The orchestrator builds `RecordErrorMessage`s: every error it emits carries a record."""
+    return record_message_class(original)
+
+
+def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
+    """`OrchestratorBase._handle_stage_error`: the stage's record reaches the client; a fatal one ends the pipeline."""
+    message_cls = _message_cls()
+
+    async def _handle_stage_error(self: Any, stage_id: int, output: Any, *, error: str | None = None) -> None:
+        tracker = self._cfg_tracker
+        parent_id = output.request_id
+        if tracker.is_companion(output.request_id):
+            parent_id = tracker.get_parent_id(output.request_id) or output.request_id
+        value = output_record(output, request_id=parent_id, stage_id=stage_id, error=error)
+        details = value.details
+        if details.request_id != parent_id:  # a CFG companion failed: its parent is what the client sent
+            try:
+                details = details.replace(request_id=parent_id)
+            except InvalidRecordError:
+                details = details.replace(request_id=None)
+        await self.output_async_queue.put(message_cls.of(details))
+        await self._cleanup_request_ids(
+            [parent_id, *tracker.cleanup_parent(parent_id)], abort=True, release_owners=True
+        )
+        if details.fatal:
+            code = ExitCode(value.exit_code) if value.exit_code is not None else ExitCode.FATAL_ENGINE
             await fail_pipeline(self, details, code, message_cls)
 
-        return _handle_dead_replica
+    return _handle_stage_error
 
-    apply(
-        module,
-        {
-            (module, "ErrorMessage"): lambda _original: message_cls,
-            (base, "_handle_stage_error"): make_stage_error,
-            (base, "_handle_dead_replica"): make_dead_replica,
-        },
-    )
+
+def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
+    """`OrchestratorBase._handle_dead_replica`: a stage without a live replica ends the pipeline."""
+    message_cls = _message_cls()
+
+    async def _handle_dead_replica(self: Any, stage_id: int, replica_id: int, error: Any) -> None:
+        await original(self, stage_id, replica_id, error)
+        pool = self.stage_pools[stage_id]
+        if pool.live_replica_ids():
+            return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
+        carried_details = getattr(error, "details", None)
+        code = ExitCode.FATAL_ENGINE if isinstance(carried_details, OmniErrorDetails) else ExitCode.STAGE_LOST
+        _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
+        details = fatal_record(stage_id=stage_id)
+        await fail_pipeline(self, details, code, message_cls)
+
+    return _handle_dead_replica

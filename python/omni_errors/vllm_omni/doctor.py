@@ -1,0 +1,137 @@
+"""`omni-errors doctor`: what the vLLM-Omni plugin decides in this environment, and why.
+
+It runs the check `register()` runs in every process of a server (`decide`), patching nothing
+and importing neither vLLM nor vLLM-Omni, and prints the versions, the decision, each target's
+state and the exit codes a deployment would see on a fatal failure. Its exit status is the
+decision (`EXIT_STATUS`), so an image build or CI can assert it; `--json` prints the same facts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+from typing import Any
+
+from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.vllm_omni import Decision, Status, decide
+
+__all__ = ["EXIT_STATUS", "add_command", "report"]
+
+#: The exit status of `omni-errors doctor` for each decision.
+EXIT_STATUS = {Decision.ENABLED: 0, Decision.REFUSED: 3, Decision.DISABLED: 4, Decision.ABSENT: 5}
+
+_ENTRY_POINT = "omni_errors"
+#: What ends a server with the plugin on: the code, and when (docs/vllm-omni.md, "Exit codes").
+_FATAL_EXITS = (
+    (ExitCode.OOM, "a stage ran out of device memory (torch.OutOfMemoryError, by type)"),
+    (ExitCode.FATAL_ENGINE, "a stage reported a fatal failure (EngineDeadError, InductorError, a lost executor)"),
+    (ExitCode.STAGE_LOST, "a stage's only replica died without reporting (SIGKILL, segfault)"),
+)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _loaded_by_vllm() -> tuple[bool, str | None]:
+    """Whether vLLM would load the plugin: the entry point is installed and `VLLM_PLUGINS` allows it."""
+    installed = any(ep.name == _ENTRY_POINT for ep in importlib.metadata.entry_points(group="vllm.general_plugins"))
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if not installed:
+        return False, "the vllm.general_plugins entry point omni_errors is not installed"
+    if allowed is not None and _ENTRY_POINT not in [p.strip() for p in allowed.split(",")]:
+        return False, f"VLLM_PLUGINS={allowed} does not list {_ENTRY_POINT}"
+    return True, None
+
+
+def report() -> dict[str, Any]:
+    """Everything `doctor` prints, as JSON-ready data."""
+    status: Status = decide()
+    loaded, why_not = _loaded_by_vllm()
+    if status.decision in (Decision.ENABLED, Decision.REFUSED) and not loaded:
+        status = Status(Decision.DISABLED, str(why_not), status.vllm_omni, status.checks)
+    enabled = status.decision is Decision.ENABLED
+    return {
+        "versions": {
+            "vllm": _version("vllm"),
+            "vllm-omni": _version("vllm-omni"),
+            "omni-errors": _version("omni-errors"),
+        },
+        "decision": status.decision.value,
+        "reason": status.reason,
+        "targets": [
+            {
+                "target": c.target.key,
+                "kind": c.target.kind.value,
+                "state": c.state.value,
+                "fingerprint": c.fingerprint,
+                "recorded": dict(c.target.fingerprints),
+                "reason": c.reason,
+            }
+            for c in status.checks
+        ],
+        "fatal_exit_codes": (
+            [{"code": int(code), "name": code.name, "when": when} for code, when in _FATAL_EXITS] if enabled else None
+        ),
+    }
+
+
+def _print(data: dict[str, Any]) -> None:
+    versions = data["versions"]
+    print("omni-errors doctor: the vLLM-Omni plugin in this environment\n")
+    for name in ("vllm", "vllm-omni", "omni-errors"):
+        print(f"  {name:<12} {versions[name] or 'not installed'}")
+    print(f"\n  plugin       {data['decision']}: {data['reason']}\n")
+    if data["targets"]:
+        width = max(len(t["target"]) for t in data["targets"])
+        print(f"  {'target':<{width}}  {'kind':<7}  {'state':<7}  fingerprint")
+        for t in data["targets"]:
+            print(f"  {t['target']:<{width}}  {t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}")
+            if t["state"] != "matches":
+                print(f"  {'':<{width}}  ^ {t['reason']}")
+        print()
+    codes = data["fatal_exit_codes"]
+    if codes is None:
+        print("  exit code on a fatal failure: vLLM-Omni's own (the plugin is not active: a dead stage can hang")
+        print("  the server, which then exits 0 on Ctrl+C)")
+    else:
+        print("  exit code on a fatal failure (the highest precedence among those seen wins):")
+        for row in codes:
+            print(f"    {row['code']}  {row['when']}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.table:
+        from omni_errors.vllm_omni.manifest import render_table
+
+        sys.stdout.write(render_table())
+        return 0
+    data = report()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print(data)
+    return EXIT_STATUS[Decision(data["decision"])]
+
+
+def add_command(sub: Any) -> None:
+    """Register `omni-errors doctor` on the CLI's subparsers."""
+    statuses = ", ".join(f"{code} {decision.value}" for decision, code in EXIT_STATUS.items())
+    parser = sub.add_parser(
+        "doctor",
+        help="say whether the vLLM-Omni plugin is active here, and why (versions, every patch target)",
+        description="Check every patch target of the vLLM-Omni plugin against the installed sources, as each "
+        "server process does before patching, and print the versions, the decision, each target's state "
+        f"and the exit codes a deployment would see. Exit status: {statuses}.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--table", action="store_true", help="print the patch table of docs/vllm-omni.md (Markdown) and exit 0"
+    )
+    parser.set_defaults(func=_run)

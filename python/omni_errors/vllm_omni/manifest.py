@@ -1,0 +1,311 @@
+"""Every attribute of vLLM-Omni (and vLLM) the plugin replaces, as data: one `Target` per attribute.
+
+The code that patches (`omni_errors.vllm_omni.register`), the check before it (`verify`), the
+generated table in docs/vllm-omni.md (`render_table`), `omni-errors doctor` and the drift suite
+(`tests/vllm_omni/test_manifest.py`) all read `TARGETS`. Importing this module imports nothing
+but the standard library: it runs in every process vLLM loads plugins in.
+
+An entry names:
+
+- where: `module` (whose attribute is replaced), `owner` (a class in it, or None for a module
+  attribute) and `name`; `defined_in` when the original is written elsewhere and imported there;
+- how: `patch`, "file:function" of this package, a factory `(module, original) -> replacement`;
+  `kind`, whether the replacement calls the original (`WRAP`) or stands in for it (`REPLACE`);
+- what it relies on: `relies_on`, the attributes it reads or writes that upstream could rename
+  ("[module:]Owner.attr", `Owner` a class in the target's module unless a module is given; for a
+  function owner, `attr` is the dotted path it assigns, e.g. `serve_http.app.state.server`), and
+  `in_except`, the calls upstream makes inside an `except` block that the patch counts on;
+- against what: `fingerprints`, release -> the fingerprint of the original's normalised AST
+  (`omni-errors doctor --json` prints the installed one); a target whose installed source has
+  another fingerprint refuses the plugin;
+- and why: `hop`, `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["TARGETS", "InExcept", "Kind", "Target", "render_table", "targets_by_module"]
+
+
+class Kind(enum.Enum):
+    """Whether a replacement calls the original."""
+
+    #: calls the original (or subclasses it and calls `super()`): upstream fixes still run.
+    WRAP = "wrap"
+    #: does not call it: a fix upstream makes to this body is undone while the plugin is on.
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True, slots=True)
+class InExcept:
+    """Upstream calls `call` inside an `except` block of `caller` ("module:Qual.name"), so
+    `sys.exc_info()` there is the failure being answered. With `error_frames`, every call whose
+    first argument is a `{"type": "error", ...}` dict must be; otherwise at least one call."""
+
+    caller: str
+    call: str
+    error_frames: bool = False
+
+    def __str__(self) -> str:
+        what = "error frames" if self.error_frames else f"`{self.call}`"
+        return f"{what} inside an `except` of `{self.caller.partition(':')[2]}`"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One replaced attribute; see the module docstring for the fields."""
+
+    module: str
+    owner: str | None
+    name: str
+    patch: str
+    kind: Kind
+    fingerprints: Mapping[str, str]
+    hop: str
+    does: str
+    upstream: str
+    relies_on: tuple[str, ...] = ()
+    in_except: tuple[InExcept, ...] = ()
+    defined_in: str | None = None
+
+    @property
+    def key(self) -> str:
+        """`module:Owner.name`, how logs, doctor and the docs name the target."""
+        return f"{self.module}:{self.qualname}"
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.owner}.{self.name}" if self.owner else self.name
+
+    @property
+    def source(self) -> tuple[str, str]:
+        """(module, qualname) of the original's definition."""
+        if self.defined_in is None:
+            return self.module, self.qualname
+        module, _, qualname = self.defined_in.partition(":")
+        return module, qualname
+
+
+_D = "vllm_omni.diffusion"
+_E = "vllm_omni.entrypoints"
+_R030 = "0.30.0"
+
+# fmt: off
+TARGETS: tuple[Target, ...] = (
+    Target(f"{_D}.data", "DiffusionOutput", "from_exception", "diffusion:make_from_exception", Kind.WRAP,
+           {_R030: "7d84b22e58b0f273"},
+           hop="worker -> executor",
+           does="classifies the exception while its type is known (stage side: no raw fallbacks; OOM and "
+                "fatal types along the cause chain) and attaches the record (`omni_error`) and its exit code; "
+                "fills the flat `error`/`error_status_code`/`error_type` from it, sanitized",
+           upstream="`DiffusionOutput` gets a `details: OmniErrorDetails` field set in `from_exception`"),
+    Target(f"{_D}.executor.uniproc_executor", "UniProcDiffusionExecutor", "collective_rpc",
+           "diffusion:make_collective_rpc", Kind.WRAP, {_R030: "f70c10935e8f26bb"},
+           hop="in-process worker",
+           does="a failing worker answers `DiffusionOutput.from_exception(exc)`, as a multiprocess worker "
+                "does, instead of `DiffusionOutput(error=str(exc))`",
+           upstream="`execute_request` calls `from_exception`"),
+    Target(f"{_D}.diffusion_engine", "DiffusionEngine", "postprocess_output", "diffusion:make_postprocess_output",
+           Kind.WRAP, {_R030: "a81aee66d48322da"},
+           hop="engine rebuild",
+           does="an output carrying a record raises `rebuild(record)` (client, server or fatal carrier) instead "
+                "of `RuntimeError(text)` or a status-guessed client error",
+           upstream="`postprocess_output` raises `rebuild(output.details)`"),
+    Target(f"{_D}.diffusion_engine", "DiffusionEngine", "_emit_outputs", "diffusion:make_emit_outputs",
+           Kind.WRAP, {_R030: "30d90d0269fc51e4"},
+           relies_on=("DiffusionEngine._fail_engine",),
+           hop="engine fatal",
+           does="after delivering a fatal record, calls `_fail_engine`: queued requests are answered, the "
+                "executor stops",
+           upstream="the busy loop fails the engine on `details.fatal`"),
+    Target(f"{_D}.stage_diffusion_proc", None, "OmniMsgpackEncoder", "diffusion:make_frame_encoder", Kind.WRAP,
+           {_R030: "87d8b337be6c9344"},
+           defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
+           in_except=(InExcept(f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop", "encode", True),),
+           hop="proc error frames",
+           does="error frames (built inside the `except` that caught the failure) get top-level keys "
+                "`omni_error` (the record's frame) and `omni_error_exit`; old receivers ignore them",
+           upstream="the frame carries `details` (frame bytes)"),
+    Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "close", "diffusion:make_proc_close", Kind.WRAP,
+           {_R030: "136658ae3f9008df"},
+           hop="proc exit",
+           does="a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal) instead of 1",
+           upstream="`run_diffusion_proc` exits with the code of the fatal record"),
+    Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
+           {_R030: "8744bdac53021431"},
+           in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
+                               "from_error"),),
+           hop="inline client",
+           does="called inside the `except` that caught the failure, attaches the record of the exception "
+                "being handled",
+           upstream="`from_error(..., details=)`"),
+    Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "_connect_transport",
+           "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049"},
+           relies_on=("StageDiffusionClient._request_socket",),
+           hop="client sends",
+           does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0",
+           upstream="the client sets send timeouts"),
+    Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "add_request_async", "client:make_add_request",
+           Kind.WRAP, {_R030: "f61fa30fcb0ba238"},
+           relies_on=("StageDiffusionClient._engine_dead", "StageDiffusionClient.stage_id"),
+           hop="client sends",
+           does="a send that misses its deadline marks the stage dead (`EngineDeadError`) instead of blocking "
+                "(seed 001's hang)",
+           upstream="the client sets send timeouts"),
+    Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "collective_rpc_async",
+           "client:make_collective_rpc_async", Kind.WRAP, {_R030: "ec8d0dbdd258b021"},
+           relies_on=("StageDiffusionClient._engine_dead",),
+           hop="client sends",
+           does="a control message that misses its deadline marks the stage dead",
+           upstream="the client sets send timeouts"),
+    Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "abort_requests_async", "client:make_abort",
+           Kind.WRAP, {_R030: "c7191ae4342c72b3"},
+           relies_on=("StageDiffusionClient._engine_dead",),
+           hop="client sends",
+           does="an abort that misses its deadline is dropped (nothing is left to abort on a gone stage)",
+           upstream="the client sets send timeouts"),
+    Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "shutdown", "client:make_shutdown",
+           Kind.REPLACE, {_R030: "1d9846b8b7905a25"},
+           relies_on=("StageDiffusionClient._shutting_down", "StageDiffusionClient._request_socket",
+                      "StageDiffusionClient._response_socket", "StageDiffusionClient._encoder",
+                      "StageDiffusionClient._proc_manager", "StageDiffusionClient._zmq_ctx"),
+           hop="client stop",
+           does="sends the shutdown without blocking and gives the proc 0.5 s after SIGTERM before SIGKILL; "
+                "an OOM exit of the proc is the server's exit code too",
+           upstream="the client bounds its shutdown"),
+    Target(f"{_D}.stage_diffusion_client", None, "OmniMsgpackDecoder", "client:make_frame_decoder", Kind.WRAP,
+           {_R030: "e5d4fd4e8f4b9909"},
+           defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackDecoder",
+           hop="client frames",
+           does="a record-carrying request error frame becomes that request's error output with the record "
+                "attached",
+           upstream="`_drain_responses` reads `details` from the frame"),
+    Target("vllm_omni.engine.orchestrator", None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP,
+           {_R030: "bc7fcae08bcfba98"},
+           defined_in="vllm_omni.engine.messages:ErrorMessage",
+           hop="orchestrator messages",
+           does="`RecordErrorMessage` (a subclass with `details`) is what the orchestrator builds; one built "
+                "from flat fields only gets its record from them (`omni_errors.legacy`)",
+           upstream="`ErrorMessage.details: OmniErrorDetails`"),
+    Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_stage_error",
+           "orchestrator:make_handle_stage_error", Kind.REPLACE, {_R030: "2d273c998302652c"},
+           relies_on=("OrchestratorBase._cfg_tracker", "OrchestratorBase.output_async_queue",
+                      "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
+                      "OrchestratorBase.request_async_queue"),
+           hop="stage errors",
+           does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
+                "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
+                "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage`",
+           upstream="the same, in vLLM-Omni"),
+    Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
+           "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
+           relies_on=("OrchestratorBase.stage_pools",),
+           hop="dead replicas",
+           does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
+                "ends (exit 85, or 80 when a record said why)",
+           upstream="a dead pipeline ends the server"),
+    Target(f"{_E}.omni_base", "OmniBase", "_raise_nonfatal_error_message", "api:make_raise_error_message",
+           Kind.REPLACE, {_R030: "6c02461461783a19"},
+           hop="API consumer",
+           does="raises `rebuild(record)` instead of guessing client-or-`RuntimeError` from the status",
+           upstream="the same"),
+    Target(f"{_E}.omni_base", "OmniBase", "_record_request_failure_once", "api:make_record_failure", Kind.WRAP,
+           {_R030: "e32500db98babfb0"},
+           in_except=(InExcept(f"{_E}.async_omni:AsyncOmni.generate", "_record_request_failure_once"),),
+           hop="failure metrics",
+           does="a client failure is counted as `requests_failed_total{reason=\"client_error\"}`, not "
+                "`stage_error`",
+           upstream="the failure reason follows the record's category"),
+    Target(f"{_E}.omni_base", None, "normalize_failure_reason", "api:make_normalize_reason", Kind.WRAP,
+           {_R030: "95a3bec30130ec9b"},
+           defined_in="vllm_omni.metrics.utils:normalize_failure_reason",
+           hop="failure metrics",
+           does="keeps the `client_error` reason",
+           upstream="the failure reason follows the record's category"),
+    Target(f"{_E}.async_omni_base", "AsyncOmniBase", "_abort_internal_requests", "api:make_abort_internal",
+           Kind.WRAP, {_R030: "5f6f535a08508c63"},
+           hop="no round trip to a dead pipeline",
+           does="after a fatal failure, no 2 s abort wait before answering",
+           upstream="a dead engine fails requests immediately"),
+    Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.WRAP,
+           {_R030: "aca56e6e65c2909b"},
+           hop="no round trip to a dead pipeline",
+           does="after a fatal failure, a new request gets the fatal record at once",
+           upstream="a dead engine fails requests immediately"),
+    Target(f"{_E}.openai.api_server", None, "_register_omni_exception_handlers", "api:make_register_handlers",
+           Kind.WRAP, {_R030: "9f2feb929dbb14ea"},
+           defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
+           hop="HTTP handlers",
+           does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
+                "middleware stack); a route's `HTTPException(500, \"... failed: {exc}\")` raised while handling "
+                "a record-carrying exception renders that record",
+           upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
+    Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
+           {_R030: "70a272d3d5d4ef37"},
+           defined_in="vllm.entrypoints.launchers.launcher:serve_http",
+           relies_on=("vllm.entrypoints.launchers.launcher:serve_http.app.state.server",),
+           hop="server exit",
+           does="on a fatal failure the HTTP server keeps accepting 0.5 s (answering with the fatal record), "
+                "then stops (0.5 s graceful), and the process exits with the documented code through "
+                "`SystemExit` after every cleanup",
+           upstream="the launcher exits non-zero when the engine died"),
+    Target(f"{_E}.openai.api_server", None, "_create_engine_error_json_response", "api:make_engine_error_response",
+           Kind.REPLACE, {_R030: "61f69074f28f2dbd"},
+           defined_in=f"{_E}.serve.utils.errors:_create_engine_error_json_response",
+           hop="engine error helper",
+           does="renders the record (and starts the fatal shutdown)",
+           upstream="routes raise; the handler renders"),
+    Target(f"{_E}.openai.serving_chat", "OmniOpenAIServingChat", "_create_error_response",
+           "api:make_chat_error_response", Kind.REPLACE, {_R030: "fb2977bc6a511dcd"},
+           in_except=(InExcept(f"{_E}.openai.serving_chat:OmniOpenAIServingChat._create_diffusion_chat_completion",
+                               "_create_error_response"),),
+           hop="chat error helper",
+           does="inside an `except`, builds the response from the record of the exception being handled: "
+                "status, `code`, `type` agree, message sanitized",
+           upstream="the diffusion chat route raises, or calls `create_error_response(exc)`"),
+    Target(f"{_E}.openai.video.generation.helpers", None, "_video_error_from_exception", "api:make_video_error",
+           Kind.REPLACE, {_R030: "a2fb14c8958d8eed"},
+           relies_on=("VideoError.code", "VideoError.message"),
+           hop="async video jobs",
+           does="stores the record's status and sanitized message",
+           upstream="jobs store the record"),
+)
+# fmt: on
+
+
+def targets_by_module() -> dict[str, list[Target]]:
+    """The targets grouped by the module whose import applies them, in manifest order."""
+    grouped: dict[str, list[Target]] = {}
+    for target in TARGETS:
+        grouped.setdefault(target.module, []).append(target)
+    return grouped
+
+
+_TABLE_BEGIN = "<!-- patch table: generated from omni_errors/vllm_omni/manifest.py by `render_table()`; "
+_TABLE_END = "<!-- end of the generated patch table -->"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_table() -> str:
+    """The patch table of docs/vllm-omni.md (Markdown), one row per target, in manifest order."""
+    lines = [
+        _TABLE_BEGIN + "tests/vllm_omni/test_manifest_doc.py fails when it drifts -->",
+        "",
+        "| hop | patched | kind | relies on | what the patch does | upstream change that replaces it |",
+        "|---|---|---|---|---|---|",
+    ]
+    for target in TARGETS:
+        relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
+        where = f"`{target.module}.{target.qualname}`"
+        lines.append(
+            f"| {_cell(target.hop)} | {where} | {target.kind.value} | {_cell(', '.join(relies) or '-')} "
+            f"| {_cell(target.does)} | {_cell(target.upstream)} |"
+        )
+    lines += ["", _TABLE_END]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,49 @@
+"""`omni-errors doctor` on the installed vLLM-Omni: the decision, every target, and its exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from omni_errors.vllm_omni.manifest import TARGETS
+
+DOCTOR = [sys.executable, "-m", "omni_errors.cli", "doctor"]
+
+
+def _doctor(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:
+    done = subprocess.run(
+        [*DOCTOR, *args],
+        env={**os.environ, "OMNI_ERRORS_CACHE_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, done.stdout
+
+
+def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
+    code, out = _doctor(tmp_path, "--json", OMNI_ERRORS_VLLM_OMNI="1")
+    report: dict[str, Any] = json.loads(out)
+    assert code == 0
+    assert report["decision"] == "enabled"
+    assert report["versions"]["vllm-omni"] == "0.30.0" and report["versions"]["vllm"].startswith("0.30.")
+    assert [t["target"] for t in report["targets"]] == [t.key for t in TARGETS]
+    assert {t["state"] for t in report["targets"]} == {"matches"}
+    assert [c["code"] for c in report["fatal_exit_codes"]] == [81, 80, 85]
+
+
+def test_the_text_report_and_the_exit_status_of_a_disabled_plugin(tmp_path: Path) -> None:
+    code, out = _doctor(tmp_path, OMNI_ERRORS_VLLM_OMNI="0")
+    assert code == 4
+    assert "plugin       disabled: OMNI_ERRORS_VLLM_OMNI=0" in out
+    assert "vLLM-Omni's own" in out
+
+
+def test_a_plugin_vllm_would_not_load_is_reported_disabled(tmp_path: Path) -> None:
+    code, out = _doctor(tmp_path, "--json", OMNI_ERRORS_VLLM_OMNI="1", VLLM_PLUGINS="something_else")
+    assert code == 4
+    assert json.loads(out)["reason"] == "VLLM_PLUGINS=something_else does not list omni_errors"
