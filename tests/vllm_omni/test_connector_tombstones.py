@@ -3,8 +3,9 @@
 No server: two model-runner payload transports (vLLM-Omni's own mixin, with its background
 recv/save threads) talk through real POSIX shared memory, in this process and across forked
 processes. A sender fails for real (its payload cannot be serialized, so `put` fails, the save
-thread retries and gives up); "before" runs vLLM-Omni's own give-up branch (no tombstone), "after"
-the plugin's. Every wait has a deadline; no assertion is about elapsed time.
+thread retries and gives up). "Before" runs vLLM-Omni unpatched; "after" applies the manifest's
+entries for the three connector modules (`patching.apply`, as `register()` does on import) and
+restores the originals afterwards. Every wait has a deadline; no assertion is about elapsed time.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any
 
 import pytest
 from omni_errors import OmniErrorDetails, OmniServerError, encode
-from omni_errors.vllm_omni import register
 from omni_errors.vllm_omni.connectors import Tombstone, failed_requests, put_tombstone, tombstone_from
-from omni_errors.vllm_omni.patching import is_patched, original
+from omni_errors.vllm_omni.manifest import targets_by_module
+from omni_errors.vllm_omni.patching import apply, is_patched, unapply
 
 DEADLINE_S = 60.0  # generous: the machine is shared; nothing here is a timing assertion
 RETRY_S = 2.0  # vLLM-Omni's default `retry_seconds`
@@ -32,9 +33,8 @@ RETRY_S = 2.0  # vLLM-Omni's default `retry_seconds`
 
 @pytest.fixture(scope="module")
 def omni() -> SimpleNamespace:
-    """The real modules, patched by the plugin's own registration (`register()` + import hooks)."""
+    """The real modules, as vLLM-Omni ships them."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    register()
     import vllm_omni.distributed.omni_connectors.connectors.base as base
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector as shm_connector
     import vllm_omni.distributed.omni_connectors.model_runner.omni_connector_payload_transport as transport
@@ -43,11 +43,38 @@ def omni() -> SimpleNamespace:
 
     return SimpleNamespace(
         base=base,
-        serializer=serialization.OmniSerializer,
+        serialization=serialization,
         shm=shm_connector,
         transport=transport,
         Runner=type("Runner", (OmniConnectorModelRunnerMixin,), {}),
     )
+
+
+@pytest.fixture
+def plugin(omni: SimpleNamespace) -> Iterator[None]:
+    """The manifest's connector entries applied to the real modules; every original restored after."""
+    modules = (omni.serialization, omni.shm, omni.transport)
+    assert not any(is_patched(value) for value in _patched_values(omni)), "the plugin is already on"
+    try:
+        for module in modules:
+            apply(module, targets_by_module()[module.__name__])
+        yield
+    finally:
+        unapply()
+
+
+def _patched_values(omni: SimpleNamespace) -> list[Any]:
+    mixin = omni.transport._OmniConnectorPayloadTransportMixin
+    return [
+        omni.serialization.OmniSerde.serialize,
+        omni.serialization.OmniSerde.deserialize,
+        omni.shm.shm_read_bytes,
+        mixin.recv_stage_payload,
+        mixin._recv_ordinary_stage_result,
+        mixin._poll_single_request,
+        mixin._requeue_or_drop_failed_send,
+        mixin.cleanup_finished_request,
+    ]
 
 
 def _make_runner(omni: SimpleNamespace, stage_id: int, *, async_chunk: bool = False) -> Any:
@@ -118,10 +145,8 @@ def _unsendable() -> dict[str, Any]:
     return {"embed": object()}
 
 
-def _fail_as_released(omni: SimpleNamespace, sender: Any, send: Callable[[], object]) -> None:
-    """`send()` fails through vLLM-Omni's own give-up branch (no tombstone); returns once it gave up."""
-    give_up = original(omni.transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send)
-    sender._requeue_or_drop_failed_send = lambda task, **kw: give_up(sender, task, **kw)
+def _fail_and_wait(sender: Any, send: Callable[[], object]) -> None:
+    """`send()` fails: returns once the sender gave up (its error sink fired)."""
     failed: list[BaseException] = []
     sender._connector_send_error_sink = failed.append
     send()
@@ -142,22 +167,11 @@ def _count_gets(runner: Any) -> list[int]:
     return calls
 
 
-# --- the patches are installed by the registration itself ------------------------------------
+# --- the manifest's entries patch exactly these attributes --------------------------------------
 
 
-def test_registration_patches_the_connector_hooks(omni: SimpleNamespace) -> None:
-    mixin = omni.transport._OmniConnectorPayloadTransportMixin
-    patched = [
-        type(omni.serializer).serialize,
-        type(omni.serializer).deserialize,
-        omni.shm.shm_read_bytes,
-        mixin.recv_stage_payload,
-        mixin._recv_ordinary_stage_result,
-        mixin._poll_single_request,
-        mixin._requeue_or_drop_failed_send,
-        mixin.cleanup_finished_request,
-    ]
-    assert all(is_patched(value) for value in patched)
+def test_the_manifest_entries_patch_the_connector_hooks(omni: SimpleNamespace, plugin: None) -> None:
+    assert all(is_patched(value) for value in _patched_values(omni))
 
 
 # --- telling a tombstone from a payload -------------------------------------------------------
@@ -169,7 +183,7 @@ def _record(request_id: str | None = None) -> OmniErrorDetails:
     )
 
 
-def test_a_frame_is_a_tombstone_and_a_payload_is_not(omni: SimpleNamespace) -> None:
+def test_a_frame_is_a_tombstone_and_a_payload_is_not(plugin: None, omni: SimpleNamespace) -> None:
     frame = encode(_record("r1"))
     assert tombstone_from(frame) == Tombstone(_record("r1"))
     assert tombstone_from(bytearray(frame)) == Tombstone(_record("r1"))
@@ -190,7 +204,7 @@ def test_a_torn_frame_is_still_a_failed_sender_with_its_stage(omni: SimpleNamesp
 
 
 def test_shm_tombstone_is_decoded_from_the_segment_and_the_segment_removed(
-    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+    plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     connector = runners(1)._omni_connector
     key = f"{req_id}_0_0"
@@ -208,7 +222,9 @@ def test_shm_tombstone_is_decoded_from_the_segment_and_the_segment_removed(
     assert not Path(f"/dev/shm/{key}").exists()
 
 
-def test_shm_real_payloads_are_unchanged(omni: SimpleNamespace, runners: Callable[..., Any], req_id: str) -> None:
+def test_shm_real_payloads_are_unchanged(
+    plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+) -> None:
     import torch
 
     connector = runners(1)._omni_connector
@@ -231,14 +247,14 @@ def test_before_sync_receiver_waits_out_retry_seconds_and_gets_nothing(
 ) -> None:
     """vLLM-Omni's own give-up: the receiver's deadline passes, it returns None ("unavailable")."""
     sender, receiver = runners(0), runners(1)
-    _fail_as_released(omni, sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
+    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
     gets = _count_gets(receiver)
     assert receiver.recv_stage_payload(req_id, "0", "1", retry_seconds=RETRY_S) is None
     assert gets[0] > 1  # it kept polling an empty key until its deadline
 
 
 def test_after_sync_receiver_raises_the_senders_record(
-    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+    plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), runners(1)
     sender.send_full_payload_outputs(None, {req_id: _unsendable()})
@@ -271,14 +287,14 @@ def test_before_diffusion_receiver_fails_as_payload_unavailable(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), _diffusion_receiver(omni)
-    _fail_as_released(omni, sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
+    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
     with pytest.raises(RuntimeError, match="Stage payload unavailable") as raised:
         receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
     assert not isinstance(raised.value, OmniServerError)  # a generic text, no record
 
 
 def test_after_diffusion_receiver_raises_the_senders_record(
-    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
+    plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), _diffusion_receiver(omni)
     sender.send_full_payload_outputs(None, {req_id: _unsendable()})
@@ -305,7 +321,7 @@ def test_before_poller_keeps_waiting_after_the_sender_gave_up(
     sender, receiver = runners(0, async_chunk=async_chunk), runners(1, async_chunk=async_chunk)
     gets = _count_gets(receiver)
     receiver.register_chunk_recv(SimpleNamespace(request_id=req_id, external_req_id=None))
-    _fail_as_released(omni, sender, lambda: _send_failing(sender, req_id, async_chunk))
+    _fail_and_wait(sender, lambda: _send_failing(sender, req_id, async_chunk))
     seen = gets[0]
     _wait_until(lambda: gets[0] > seen + 20, "the poller polls again")
     assert req_id in receiver._pending_load_reqs  # still waiting: only an abort ends it
@@ -314,7 +330,7 @@ def test_before_poller_keeps_waiting_after_the_sender_gave_up(
 
 @pytest.mark.parametrize("async_chunk", [False, True], ids=["full-payload", "async-chunk"])
 def test_after_poller_fails_the_request_with_the_senders_record(
-    omni: SimpleNamespace, runners: Callable[..., Any], req_id: str, async_chunk: bool
+    plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str, async_chunk: bool
 ) -> None:
     sender, receiver = runners(0, async_chunk=async_chunk), runners(1, async_chunk=async_chunk)
     receiver.register_chunk_recv(SimpleNamespace(request_id=req_id, external_req_id=None))
@@ -365,7 +381,7 @@ def _join(process: Any) -> None:
         raise AssertionError(f"{process.name} did not end within {DEADLINE_S} s")
 
 
-def test_a_sender_process_fails_a_waiting_receiver_process(omni: SimpleNamespace, req_id: str) -> None:
+def test_a_sender_process_fails_a_waiting_receiver_process(plugin: None, omni: SimpleNamespace, req_id: str) -> None:
     fork = multiprocessing.get_context("fork")  # the children inherit the imported, patched modules
     ready_r, ready_w = fork.Pipe(duplex=False)
     got_r, got_w = fork.Pipe(duplex=False)

@@ -24,9 +24,8 @@ its header states its exact length.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import partial
 from multiprocessing.shared_memory import SharedMemory
 from types import ModuleType
 from typing import Any
@@ -36,7 +35,6 @@ from omni_errors.core_table import stage_failure_record
 from omni_errors.errors import DecodeError
 from omni_errors.exceptions import rebuild
 from omni_errors.rules import with_ids
-from omni_errors.vllm_omni.patching import apply
 from omni_errors.vllm_omni.records import stage_failure
 
 __all__ = [
@@ -51,9 +49,6 @@ __all__ = [
     "make_requeue_or_drop_failed_send",
     "make_serialize",
     "make_shm_read_bytes",
-    "patch_payload_transport",
-    "patch_serializer",
-    "patch_shm_connector",
     "put_tombstone",
     "tombstone_from",
 ]
@@ -144,7 +139,7 @@ def _give_up_record(transport: Any, task: Mapping[str, Any], cause: BaseExceptio
     return stage_failure(cause, request_id=request_id, stage_id=stage_id).details
 
 
-# --- the factories: `(module, original) -> replacement`, one per patched attribute -------------
+# --- the factories: `(module, original) -> replacement`, one per entry in `manifest.TARGETS` ----
 # `OmniSerde.serialize`/`deserialize` (`...utils.serialization`) carry tombstones for every connector:
 # each serializes through the one `OmniSerializer`, directly (Mooncake and Yuanrong transfer
 # engines, MORI) or through `OmniConnectorBase.serialize_obj` (shared memory, Mooncake store,
@@ -270,35 +265,3 @@ def make_cleanup_finished_request(module: ModuleType, original: Any) -> Any:
         getattr(self, FAILURES_ATTR, {}).pop(req_id, None)
 
     return cleanup_finished_request
-
-
-# --- applied by module (`_PATCHES` in `omni_errors.vllm_omni`) ---------------------------------
-
-
-def _apply(module: ModuleType, owner: Any, factories: Mapping[str, Callable[[ModuleType, Any], Any]]) -> None:
-    apply(module, {(owner, name): partial(factory, module) for name, factory in factories.items()})
-
-
-def patch_serializer(module: ModuleType) -> None:
-    """`...utils.serialization`: `OmniSerde` writes a tombstone's frame and reads it back."""
-    _apply(module, module.OmniSerde, {"serialize": make_serialize, "deserialize": make_deserialize})
-
-
-def patch_shm_connector(module: ModuleType) -> None:
-    """`...connectors.shm_connector`: `SharedMemoryConnector` decodes a tombstone from the segment."""
-    _apply(module, module, {"shm_read_bytes": make_shm_read_bytes})
-
-
-def patch_payload_transport(module: ModuleType) -> None:
-    """`...model_runner.omni_connector_payload_transport`: receivers fail on a tombstone, senders put one."""
-    _apply(
-        module,
-        module._OmniConnectorPayloadTransportMixin,
-        {
-            "recv_stage_payload": make_recv_stage_payload,
-            "_recv_ordinary_stage_result": make_recv_ordinary_stage_result,
-            "_poll_single_request": make_poll_single_request,
-            "_requeue_or_drop_failed_send": make_requeue_or_drop_failed_send,
-            "cleanup_finished_request": make_cleanup_finished_request,
-        },
-    )
