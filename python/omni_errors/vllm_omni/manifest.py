@@ -91,7 +91,9 @@ class Target:
 
 _D = "vllm_omni.diffusion"
 _E = "vllm_omni.entrypoints"
+_C = "vllm_omni.distributed.omni_connectors"
 _R030 = "0.30.0"
+_TOMBSTONE_UPSTREAM = "the payload transport carries a failure marker beside payloads, and the receiver fails on it"
 
 # fmt: off
 TARGETS: tuple[Target, ...] = (
@@ -273,6 +275,67 @@ TARGETS: tuple[Target, ...] = (
            hop="async video jobs",
            does="stores the record's status and sanitized message",
            upstream="jobs store the record"),
+    Target(f"{_C}.utils.serialization", "OmniSerde", "serialize", "connectors:make_serialize", Kind.WRAP,
+           {_R030: "d7caae4715bdba86"},
+           hop="connector tombstones",
+           does="a `Tombstone` (the record of a request its sender failed) is written as its bare frame, by "
+                "every connector (all serialize through `OmniSerializer`)",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.utils.serialization", "OmniSerde", "deserialize", "connectors:make_deserialize", Kind.WRAP,
+           {_R030: "d5fb2b9da77d13bb"},
+           hop="connector tombstones",
+           does="a frame (first byte 0x4F, then `peek` on its 16-byte header) is read back as a `Tombstone`; "
+                "msgpack payloads are untouched",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.connectors.shm_connector", None, "shm_read_bytes", "connectors:make_shm_read_bytes", Kind.WRAP,
+           {_R030: "2752393983fa53e2"},
+           defined_in=f"{_E}.stage_utils:shm_read_bytes",
+           relies_on=("SharedMemoryConnector._get_data_with_lock",),
+           hop="connector tombstones",
+           does="`SharedMemoryConnector` decodes a tombstone from a memoryview over the segment (under its lock "
+                "file) and unlinks it; other payloads are read as before",
+           upstream="the connector hands `deserialize` a view of the segment"),
+    Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
+           "recv_stage_payload", "connectors:make_recv_stage_payload", Kind.WRAP, {_R030: "7efac7af5bc0d50c"},
+           relies_on=("_OmniConnectorPayloadTransportMixin._broadcast_tp_payload_packet",),
+           hop="connector tombstones",
+           does="the sync receiver (diffusion's `_maybe_recv_stage_payload`) raises `rebuild(record)` at the read "
+                "that finds a tombstone, instead of waiting `retry_seconds` and failing as \"Stage payload "
+                "unavailable\"",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
+           "_recv_ordinary_stage_result", "connectors:make_recv_ordinary_stage_result", Kind.WRAP,
+           {_R030: "7e1ee131849338cb"},
+           relies_on=("_OmniConnectorPayloadTransportMixin._recv_full_payload_result",
+                      "_OmniConnectorPayloadTransportMixin._recv_async_chunk_result"),
+           hop="connector tombstones",
+           does="the poller's connector read hands a tombstone to `_poll_single_request` as an exception",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
+           "_poll_single_request", "connectors:make_poll_single_request", Kind.WRAP, {_R030: "c5dc10f43b629749"},
+           relies_on=("_OmniConnectorPayloadTransportMixin._lock",
+                      "_OmniConnectorPayloadTransportMixin._pending_load_reqs"),
+           hop="connector tombstones",
+           does="the async poller stops polling a request whose sender failed and keeps its record "
+                "(`connectors.failed_requests`)",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
+           "_requeue_or_drop_failed_send", "connectors:make_requeue_or_drop_failed_send", Kind.WRAP,
+           {_R030: "cccbcb15b4ff0bb0"},
+           relies_on=("_OmniConnectorPayloadTransportMixin._MAX_SEND_RETRIES",
+                      "_OmniConnectorPayloadTransportMixin._omni_connector",
+                      "_OmniConnectorPayloadTransportMixin._stage_id"),
+           hop="connector tombstones",
+           does="a send given up after its retries also puts a tombstone (server 500, the sender's `stage_id`) "
+                "under the key it could not fill",
+           upstream=_TOMBSTONE_UPSTREAM),
+    Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
+           "cleanup_finished_request", "connectors:make_cleanup_finished_request", Kind.WRAP,
+           {_R030: "a8ef47b22658016e"},
+           defined_in=f"{_C}.model_runner.omni_connector_runtime:_OmniConnectorRuntimeMixin.cleanup_finished_request",
+           hop="connector tombstones",
+           does="a finished request's kept record goes with the rest of its connector state",
+           upstream=_TOMBSTONE_UPSTREAM),
 )
 # fmt: on
 
