@@ -1,33 +1,56 @@
 """Fail-fast lifecycle for multi-stage, multi-process pipelines (seeds 001, 003, 004).
 
-Importing this package does not import torch or vLLM.
+Importing this package does not import torch or vLLM, nor its own modules: the names below are
+resolved from `_LAZY` on first use. A process that needs one small module (the vLLM-Omni plugin
+reads only `exitcodes` and `failures`) does not pay for the supervisor, the links and the worker.
 """
 
 from __future__ import annotations
 
-from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageOutput, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.supervisor import Supervisor
-from omni_errors.lifecycle.supervisor_types import (
-    DuplicateRequestError,
-    Health,
-    LifecycleConfig,
-    StageRequestError,
-    StageResult,
-    StageStartupError,
-)
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DuplicateRequestError",
-    "ExitCode",
-    "Health",
-    "LifecycleConfig",
-    "RequestFailure",
-    "StageEngine",
-    "StageOutput",
-    "StageRequestError",
-    "StageResult",
-    "StageSpec",
-    "StageStartupError",
-    "Supervisor",
-]
+if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time; `as` marks the re-export
+    from omni_errors.lifecycle.engine import RequestFailure as RequestFailure
+    from omni_errors.lifecycle.engine import StageEngine as StageEngine
+    from omni_errors.lifecycle.engine import StageOutput as StageOutput
+    from omni_errors.lifecycle.engine import StageSpec as StageSpec
+    from omni_errors.lifecycle.exitcodes import ExitCode as ExitCode
+    from omni_errors.lifecycle.supervisor import Supervisor as Supervisor
+    from omni_errors.lifecycle.supervisor_types import DuplicateRequestError as DuplicateRequestError
+    from omni_errors.lifecycle.supervisor_types import Health as Health
+    from omni_errors.lifecycle.supervisor_types import LifecycleConfig as LifecycleConfig
+    from omni_errors.lifecycle.supervisor_types import StageRequestError as StageRequestError
+    from omni_errors.lifecycle.supervisor_types import StageResult as StageResult
+    from omni_errors.lifecycle.supervisor_types import StageStartupError as StageStartupError
+
+_LAZY = {
+    "DuplicateRequestError": "omni_errors.lifecycle.supervisor_types",
+    "ExitCode": "omni_errors.lifecycle.exitcodes",
+    "Health": "omni_errors.lifecycle.supervisor_types",
+    "LifecycleConfig": "omni_errors.lifecycle.supervisor_types",
+    "RequestFailure": "omni_errors.lifecycle.engine",
+    "StageEngine": "omni_errors.lifecycle.engine",
+    "StageOutput": "omni_errors.lifecycle.engine",
+    "StageRequestError": "omni_errors.lifecycle.supervisor_types",
+    "StageResult": "omni_errors.lifecycle.supervisor_types",
+    "StageSpec": "omni_errors.lifecycle.engine",
+    "StageStartupError": "omni_errors.lifecycle.supervisor_types",
+    "Supervisor": "omni_errors.lifecycle.supervisor",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omni_errors.lifecycle' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
