@@ -200,6 +200,11 @@ class StageFaults:
         self.marker = marker
         if fault == "startup":
             raise self._fire("startup")
+        if fault == "inductor":
+            # An engine that compiles loaded the compiler while it was built; importing it at the
+            # fault instead holds the loop for seconds (over 30 s at load 20), which the hang
+            # detector rightly reports as a hung stage.
+            import torch._inductor.exc  # noqa: F401
 
     def _fire(self, kind: str) -> BaseException:
         exc = fire(kind, self.stage_id, self.marker)
