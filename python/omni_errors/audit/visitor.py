@@ -1,43 +1,27 @@
-"""The statement walk of one file: scopes and bindings, `raise` statements, `except` clauses, routes and
-signal handlers. Expressions go to the checks in checks.py.
-
-Each statement kind has one handler; compound statements recurse into their bodies. A `raise` is
-resolved to the class it raises (through aliases and local bindings) and classified project-wide later
-(project.py), because whether `Foo` derives from `VLLMError` may be decided in another file.
-"""
+"""The statement walk of one file, what it records: `raise` statements, `except` clauses, functions,
+classes and signal handlers. Bindings are in bindings.py, the other statements in statements.py."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
-from typing import Any
 
 from omni_errors.audit import names as N
-from omni_errors.audit.checks import ExpressionChecks, is_error_maker, lines_between
+from omni_errors.audit.bindings import TRY_STAR
 from omni_errors.audit.model import RawRaise, RawSite, Unanswered
-from omni_errors.audit.scope import (
-    EXCEPT,
-    VALUE,
-    Binding,
-    HandlerFrame,
-    Scope,
-    call_binding,
-    callee_target,
-    import_bindings,
-    last_name,
-    lookup,
-    resolve,
-)
+from omni_errors.audit.predicates import lines_between
+from omni_errors.audit.scope import Binding, HandlerFrame, Scope, callee_target, lookup, resolve
 from omni_errors.audit.sockets import SocketFacts
 from omni_errors.audit.source import SourceText, shape
-
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
-_TRY_STAR: type = getattr(ast, "TryStar", ast.Try)  # Python 3.11+
+from omni_errors.audit.statements import StatementVisitor
 
 
-class FileVisitor(ExpressionChecks):
-    """Walks one parsed module and collects its sites, raises, classes and aliases."""
+class FileVisitor(StatementVisitor):
+    """Walks one parsed module and collects its sites, raises, classes and aliases.
+
+    A `raise` is resolved to the class it raises (through aliases and local bindings) and classified
+    project-wide later (project.py), because whether `Foo` derives from `VLLMError` may be decided in
+    another file.
+    """
 
     def __init__(
         self,
@@ -50,179 +34,28 @@ class FileVisitor(ExpressionChecks):
         tracked: set[str],
         sockets: SocketFacts,
     ) -> None:
-        super().__init__(module, source, hot_lines, imports_zmq, sockets)
-        self.is_package = is_package
+        super().__init__(module, is_package, source, hot_lines, imports_zmq, tracked, sockets)
         self.relevant_lines = relevant_lines
-        self.tracked = tracked  # names the file raises by name: `raise err`
         self.raises: list[RawRaise] = []
         self.classes: dict[str, list[str]] = {}
-        self.aliases: dict[str, str] = {}
         self.functions: list[str] = []
         self.status_defaults: dict[str, int] = {}
         self.unanswered: list[Unanswered] = []
         self.reraises = 0
-        # One handler per compound statement kind; each takes the statement of its own type.
-        self.dispatch: dict[type, Callable[[Any], None]] = {
+        self.dispatch = {
+            **self.statement_handlers(),
             ast.Raise: self.raise_,
             ast.Try: self.try_,
-            _TRY_STAR: self.try_,
+            TRY_STAR: self.try_,
             ast.FunctionDef: self.function,
             ast.AsyncFunctionDef: self.function,
             ast.ClassDef: self.class_,
-            ast.If: self.if_,
-            ast.While: self.if_,
-            ast.For: self.for_,
-            ast.AsyncFor: self.for_,
-            ast.With: self.with_,
-            ast.AsyncWith: self.with_,
-            ast.Match: self.match,
-            ast.Import: self.import_,
-            ast.ImportFrom: self.import_,
-            ast.Pass: _nothing,
-            ast.Break: _nothing,
-            ast.Continue: _nothing,
         }
 
     def run(self, tree: ast.Module) -> None:
         self.prebind(tree.body)
         self.body(tree.body)
         self.finish_signal_handlers()
-
-    # -- bindings --------------------------------------------------------------------------------
-    def prebind(self, body: list[ast.stmt]) -> None:
-        """Bind every module-level name first: functions may use names bound below them."""
-        scope = self.scope
-        for s in body:
-            if isinstance(s, (ast.Import, ast.ImportFrom)):
-                for name, target in import_bindings(s, self.module, self.is_package):
-                    scope.bind(name, Binding("import", target))
-                    if name[:1].isupper():  # re-exports of classes, for project.py's canonical names
-                        self.aliases[f"{self.module}.{name}"] = target
-            elif isinstance(s, ast.ClassDef):
-                scope.bind(s.name, Binding("class", f"{self.module}.{s.name}"))
-            elif isinstance(s, _FUNCTIONS):
-                scope.bind(s.name, Binding("function", f"{self.module}.{s.name}"))
-            else:
-                self.bind_targets(s)
-                for child in _bodies(s):
-                    self.prebind(child)
-
-    def bind_targets(self, s: ast.stmt) -> None:
-        """Bind what an assignment, loop, `with` or `try` binds in the current scope.
-
-        Only names the file raises by name are tracked, plus names bound to a `ContextVar(...)` or to
-        an error response (what the wait and error-body checks ask about): other bindings change no
-        rule's answer, and skipping them keeps the walk cheap.
-        """
-        tracked = self.tracked
-        if isinstance(s, ast.Assign):
-            value = s.value
-            by_value = self.binds_by_value(value)
-            for target in s.targets:
-                if isinstance(target, ast.Name):
-                    if by_value or target.id in tracked:
-                        self.scope.bind(target.id, call_binding(value))
-                elif by_value:  # `reader, writer = multiprocessing.Pipe()`
-                    for name in _names(target):
-                        self.scope.bind(name, call_binding(value))
-                else:
-                    self.bind_names(target)
-        elif isinstance(s, (ast.AnnAssign, ast.AugAssign)):
-            target = s.target
-            annotated = s.value if isinstance(s, ast.AnnAssign) else None
-            # `X: ContextVar[T] = ContextVar(...)` binds like the unannotated form.
-            if isinstance(target, ast.Name) and (target.id in tracked or self.binds_by_value(annotated)):
-                self.scope.bind(target.id, call_binding(annotated))
-        elif isinstance(s, (ast.For, ast.AsyncFor)):
-            self.bind_names(s.target)
-        elif isinstance(s, (ast.With, ast.AsyncWith)):
-            for item in s.items:
-                if item.optional_vars is not None:
-                    self.bind_names(item.optional_vars)
-        elif type(s) is ast.Try or type(s) is _TRY_STAR:
-            for handler in getattr(s, "handlers", ()):  # Try and TryStar (3.11+) alike
-                if handler.name in tracked:
-                    self.scope.bind(handler.name, EXCEPT)
-
-    def binds_by_value(self, value: ast.expr | None) -> bool:
-        """Calls whose result the checks ask about: ContextVars, error responses, pipes, timed sockets."""
-        if type(value) is not ast.Call:
-            return False
-        last = last_name(value.func)
-        return last in N.BOUND_CALLS or is_error_maker(last) or last in self.sockets.makers
-
-    def bind_names(self, target: ast.expr) -> None:
-        tracked = self.tracked
-        for name in _names(target):
-            if name in tracked:
-                self.scope.bind(name, VALUE)
-
-    # -- statements ------------------------------------------------------------------------------
-    def body(self, stmts: list[ast.stmt]) -> None:
-        dispatch = self.dispatch
-        for s in stmts:
-            handler = dispatch.get(type(s))
-            if handler is not None:
-                handler(s)
-            else:
-                self.simple(s)
-
-    def simple(self, s: ast.stmt) -> None:
-        """Expression statements, assignments, returns, deletes, asserts."""
-        scope = self.scope
-        self.anchor = s
-        if type(s) in _ASSIGNMENTS and scope.kind != "module":
-            self.bind_targets(s)
-        deep = scope.handlers or self.exc_names or scope.tainted
-        if deep and isinstance(s, ast.Assign) and self.exc_text(s.value):
-            for target in s.targets:
-                scope.tainted.update(_names(target))
-        if scope.route and isinstance(s, ast.Return) and s.value is not None and self.is_error_body(s.value):
-            self.add("OE204", s, "route returns an error body without a status (FastAPI sends 200)")
-        if deep or lines_between(self.hot_lines, s.lineno, s.end_lineno or s.lineno):
-            self.walk(s)
-
-    def import_(self, s: ast.Import | ast.ImportFrom) -> None:
-        if self.scope.kind != "module":
-            for name, target in import_bindings(s, self.module, self.is_package):
-                self.scope.bind(name, Binding("import", target))
-
-    def if_(self, s: ast.If | ast.While) -> None:
-        self.expr(s.test)
-        self.body(s.body)
-        self.body(s.orelse)
-
-    def for_(self, s: ast.For | ast.AsyncFor) -> None:
-        if self.scope.kind != "module":
-            self.bind_targets(s)
-        self.expr(s.iter)
-        self.body(s.body)
-        self.body(s.orelse)
-
-    def with_(self, s: ast.With | ast.AsyncWith) -> None:
-        if self.scope.kind != "module":
-            self.bind_targets(s)
-        deadline = 0
-        for item in s.items:
-            self.expr(item.context_expr)
-            ctx = item.context_expr
-            if type(ctx) is ast.Call and last_name(ctx.func) in N.DEADLINE_CONTEXTS:
-                deadline = 1
-        self.scope.deadline += deadline
-        self.body(s.body)
-        self.scope.deadline -= deadline
-
-    def match(self, s: ast.Match) -> None:
-        self.expr(s.subject)
-        for case in s.cases:
-            if case.guard is not None:
-                self.expr(case.guard)
-            self.body(case.body)
-
-    def expr(self, node: ast.expr) -> None:
-        if self.is_deep() or self.is_hot(node):
-            self.anchor = node
-            self.walk(node)
 
     # -- raise -----------------------------------------------------------------------------------
     def raise_(self, s: ast.Raise) -> None:
@@ -426,25 +259,3 @@ class FileVisitor(ExpressionChecks):
             return self.site("OE302", node, message)
         finally:
             self.scope = saved
-
-
-def _nothing(_: ast.stmt) -> None:
-    return None
-
-
-def _bodies(s: ast.stmt) -> list[list[ast.stmt]]:
-    """The statement lists nested in a compound statement (not function or class bodies)."""
-    out = [getattr(s, f) for f in ("body", "orelse", "finalbody") if getattr(s, f, None)]
-    out.extend(h.body for h in getattr(s, "handlers", ()))
-    out.extend(c.body for c in getattr(s, "cases", ()))
-    return out
-
-
-def _names(target: ast.expr) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for elt in target.elts for n in _names(elt)]
-    if isinstance(target, ast.Starred):
-        return _names(target.value)
-    return []

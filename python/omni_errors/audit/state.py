@@ -1,0 +1,105 @@
+"""`WalkState`: the shared state of one file's walk (scope, exception names, collected sites) and the
+site builder every check uses; the check mixins (waits.py, statuses.py, exception_text.py) build on it."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from omni_errors.audit.model import Forwarded, RawSite
+from omni_errors.audit.predicates import lines_between
+from omni_errors.audit.scope import Scope
+from omni_errors.audit.signals import SignalHandlers
+from omni_errors.audit.sockets import SocketFacts
+from omni_errors.audit.source import SourceText, shape
+from omni_errors.audit.source import digest as source_digest
+
+_SERVES_CLIENTS = re.compile(r"^\s*(?:from|import)\s+(?:fastapi|starlette|aiohttp|websockets)\b", re.MULTILINE)
+Located = ast.stmt | ast.expr | ast.ExceptHandler  # nodes with a source position
+
+
+class WalkState:
+    """Shared state of one file's walk, and the sites built from it."""
+
+    def __init__(
+        self, module: str, source: SourceText, hot_lines: list[int], imports_zmq: bool, sockets: SocketFacts
+    ) -> None:
+        self.module = module
+        self.source = source
+        self.hot_lines = hot_lines
+        self.imports_zmq = imports_zmq
+        self.sockets = sockets
+        self.torch_distributed = "torch.distributed" in source.text
+        # Only a module that serves HTTP or WebSocket clients sends a bare `{"error": ...}` dict to one;
+        # elsewhere (benchmarks, worker RPC replies) such a dict is internal.
+        self.serves_clients = _SERVES_CLIENTS.search(source.text) is not None
+        self.public_names: set[str] = set()  # exceptions caught as client errors: their message is public
+        self.sink_args: set[int] = set()  # ids of calls that are arguments of a client sink
+        self.client_params: dict[str, list[list[Any]]] = {}
+        self.forwarded: list[Forwarded] = []
+        self.function_texts: dict[tuple[int, int], str] = {}
+        self.scope = Scope("module", "")
+        self.sites: list[RawSite] = []
+        self.exc_names: set[str] = set()  # exception objects visible at this point
+        self.reported: set[int] = set()  # ids of exception-text nodes already reported (OE205)
+        self.wrapped: set[int] = set()  # ids of calls under `asyncio.wait_for(..., timeout)`
+        self.signals = SignalHandlers(module)
+        # The statement, or header expression of a compound statement, that holds what is walked: part
+        # of every fingerprint, so that two identical `str(e)` in different statements differ.
+        self.anchor: ast.AST | None = None
+        self.anchor_text: tuple[ast.AST | None, str] = (None, "")
+
+    def site(
+        self, rule: str, node: Located, message: str, last_line: int | None = None, text: str | None = None
+    ) -> RawSite:
+        """A site at `node`; `text` replaces the node's shape in the fingerprint (an `except` header)."""
+        line = node.lineno
+        end = last_line or node.end_lineno or line
+        scope = self.scope_name()
+        own = shape(node) if text is None else text
+        anchor = self.anchor
+        context = "" if anchor is None or anchor is node else self.anchor_shape(anchor)
+        digest = source_digest(self.source.key_path, scope, f"{context}\0{own}")
+        column = self.source.column(line, node.col_offset)
+        return RawSite(rule, line, column, end, scope, digest, self.source.excerpt(line), message)
+
+    def add(
+        self, rule: str, node: Located, message: str, last_line: int | None = None, text: str | None = None
+    ) -> None:
+        self.sites.append(self.site(rule, node, message, last_line, text))
+
+    def anchor_shape(self, anchor: ast.AST) -> str:
+        """The shape of the statement (or compound statement's header) being walked, computed once."""
+        key, text = self.anchor_text
+        if key is not anchor:
+            text = shape(anchor)
+            self.anchor_text = (anchor, text)
+        return text
+
+    def scope_name(self) -> str:
+        return self.scope.qualname or "<module>"
+
+    def function_key(self) -> str:
+        return f"{self.module}.{self.scope.qualname}"
+
+    def is_hot(self, node: Located) -> bool:
+        return lines_between(self.hot_lines, node.lineno, node.end_lineno or node.lineno)
+
+    def is_deep(self) -> bool:
+        """Inside an `except` clause, or where exception objects or their text are in scope."""
+        scope = self.scope
+        return bool(scope.handlers or self.exc_names or scope.tainted)
+
+    def function_mentions(self, needle: str) -> bool:
+        """Whether the source of the innermost enclosing function holds `needle`."""
+        scope: Scope | None = self.scope
+        while scope is not None and scope.kind != "function":
+            scope = scope.parent
+        if scope is None:
+            return False
+        text = self.function_texts.get(scope.lines)
+        if text is None:
+            first, last = scope.lines
+            text = self.function_texts[scope.lines] = "\n".join(self.source.lines[first - 1 : last])
+        return needle in text

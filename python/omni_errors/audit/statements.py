@@ -1,0 +1,110 @@
+"""The statement walk: the dispatch of statements to their handlers, simple statements and the
+control-flow ones (`if`, `while`, `for`, `with`, `match`, imports) that recurse into their bodies."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from typing import Any
+
+from omni_errors.audit import names as N
+from omni_errors.audit.bindings import BindingVisitor
+from omni_errors.audit.predicates import lines_between, target_names
+from omni_errors.audit.scope import Binding, import_bindings, last_name
+
+_ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
+
+
+class StatementVisitor(BindingVisitor):
+    """Walks statement lists; `FileVisitor` (visitor.py) adds raises, `try`, functions and classes."""
+
+    #: Statement type -> its handler, each taking a statement of its own type (set by `FileVisitor`
+    #: from `statement_handlers()` and its own); a type not in it is a simple statement.
+    dispatch: dict[type, Callable[[Any], None]]
+
+    def statement_handlers(self) -> dict[type, Callable[[Any], None]]:
+        """The handlers of the control-flow statements walked here."""
+        return {
+            ast.If: self.if_,
+            ast.While: self.if_,
+            ast.For: self.for_,
+            ast.AsyncFor: self.for_,
+            ast.With: self.with_,
+            ast.AsyncWith: self.with_,
+            ast.Match: self.match,
+            ast.Import: self.import_,
+            ast.ImportFrom: self.import_,
+            ast.Pass: _nothing,
+            ast.Break: _nothing,
+            ast.Continue: _nothing,
+        }
+
+    def body(self, stmts: list[ast.stmt]) -> None:
+        dispatch = self.dispatch
+        for s in stmts:
+            handler = dispatch.get(type(s))
+            if handler is not None:
+                handler(s)
+            else:
+                self.simple(s)
+
+    def simple(self, s: ast.stmt) -> None:
+        """Expression statements, assignments, returns, deletes, asserts."""
+        scope = self.scope
+        self.anchor = s
+        if type(s) in _ASSIGNMENTS and scope.kind != "module":
+            self.bind_targets(s)
+        deep = scope.handlers or self.exc_names or scope.tainted
+        if deep and isinstance(s, ast.Assign) and self.exc_text(s.value):
+            for target in s.targets:
+                scope.tainted.update(target_names(target))
+        if scope.route and isinstance(s, ast.Return) and s.value is not None and self.is_error_body(s.value):
+            self.add("OE204", s, "route returns an error body without a status (FastAPI sends 200)")
+        if deep or lines_between(self.hot_lines, s.lineno, s.end_lineno or s.lineno):
+            self.walk(s)
+
+    def import_(self, s: ast.Import | ast.ImportFrom) -> None:
+        if self.scope.kind != "module":
+            for name, target in import_bindings(s, self.module, self.is_package):
+                self.scope.bind(name, Binding("import", target))
+
+    def if_(self, s: ast.If | ast.While) -> None:
+        self.expr(s.test)
+        self.body(s.body)
+        self.body(s.orelse)
+
+    def for_(self, s: ast.For | ast.AsyncFor) -> None:
+        if self.scope.kind != "module":
+            self.bind_targets(s)
+        self.expr(s.iter)
+        self.body(s.body)
+        self.body(s.orelse)
+
+    def with_(self, s: ast.With | ast.AsyncWith) -> None:
+        if self.scope.kind != "module":
+            self.bind_targets(s)
+        deadline = 0
+        for item in s.items:
+            self.expr(item.context_expr)
+            ctx = item.context_expr
+            if type(ctx) is ast.Call and last_name(ctx.func) in N.DEADLINE_CONTEXTS:
+                deadline = 1
+        self.scope.deadline += deadline
+        self.body(s.body)
+        self.scope.deadline -= deadline
+
+    def match(self, s: ast.Match) -> None:
+        self.expr(s.subject)
+        for case in s.cases:
+            if case.guard is not None:
+                self.expr(case.guard)
+            self.body(case.body)
+
+    def expr(self, node: ast.expr) -> None:
+        if self.is_deep() or self.is_hot(node):
+            self.anchor = node
+            self.walk(node)
+
+
+def _nothing(_: ast.stmt) -> None:
+    return None
