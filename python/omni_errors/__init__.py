@@ -87,6 +87,7 @@ from omni_errors.errors import (
 from omni_errors.errors import (
     OmniErrorsError as OmniErrorsError,
 )
+from omni_errors.lazy import lazy_names
 
 if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time (they import vLLM); `as` marks the re-export
     from omni_errors.classification import classify as classify
@@ -146,17 +147,4 @@ _EAGER = [
 
 __all__ = _EAGER + list(_LAZY)  # `from omni_errors import *` resolves the lazy names (importing vLLM)
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'omni_errors' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from omni_errors.lazy import lazy_names
+
 if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time; `as` marks the re-export
     from omni_errors.lifecycle.engine import RequestFailure as RequestFailure
     from omni_errors.lifecycle.engine import StageEngine as StageEngine
@@ -41,16 +43,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'omni_errors.lifecycle' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
