@@ -59,23 +59,32 @@ class StageSet:
             from omni_errors.lifecycle.remote.supervisor_side import LinkServer
 
             self._server = LinkServer(self._link_config, cfg)
-            self._server.start()
         # Runs if `owner` is collected or the interpreter exits before `release` (exitpriority
         # 100: before multiprocessing joins its children, which would wait forever for a hung one).
         self._finalizer = Finalize(
             owner, emergency_stop, args=(self.links, self._board, self._server, cfg.stop_timeout), exitpriority=100
         )
         ctx = multiprocessing.get_context("spawn")
+        links: list[StageLink] = []
+        remote: list[StageLink] = []
         for stage_id, spec in enumerate(self.specs):
-            link: StageLink
             if isinstance(spec, StageSpec):
                 assert self._board is not None
-                link = LocalStageLink(stage_id, spec, ctx, self._board, cfg.worker())
+                links.append(LocalStageLink(stage_id, spec, ctx, self._board, cfg.worker()))
             else:
                 assert self._server is not None
-                link = self._server.expect(stage_id, spec)
-            self.links.append(link)
+                remote.append(self._server.expect(stage_id, spec))
+                links.append(remote[-1])
+        # Every remote stage is expected, and has its listener, before the server reads a message:
+        # a stage that connects while the local stages start would otherwise be refused as unknown.
+        for link in remote:
             await link.open(listener)
+        if self._server is not None:
+            self._server.start()
+        for link in links:
+            self.links.append(link)
+            if link not in remote:
+                await link.open(listener)
 
     def release(self) -> None:
         """Close every link, the link server and the shm segment (after the kill path ran)."""
