@@ -104,7 +104,10 @@ def _handled_record() -> OmniErrorDetails | None:
 
 
 def _on_fatal_response(details: OmniErrorDetails) -> None:
-    fatal.declare(details, ExitCode.FATAL_ENGINE)
+    """A fatal record reached a client: it ends the process, unless the pipeline already decided
+    why it ends (the record is then that decision's answer, and its exit code stands)."""
+    if fatal.declared() is None:
+        fatal.declare(details, ExitCode.FATAL_ENGINE)
 
 
 def _request_id(request: Any) -> str | None:

@@ -82,6 +82,9 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     if fatal.declared() is not None:
         return
     details = canonical_fatal(details)
+    # Declared before any request is answered: the API process renders those answers as fatal,
+    # and the cause decided here (a lost stage, say) must be the exit code, not their echo.
+    fatal.declare(details, code)
     request_ids = list(orchestrator.request_states)
     for request_id in request_ids:
         await orchestrator.output_async_queue.put(message_cls.of(details.replace(request_id=request_id)))
@@ -90,7 +93,6 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     from vllm_omni.engine.messages import ShutdownRequestMessage
 
     await orchestrator.request_async_queue.put(ShutdownRequestMessage())  # the orchestrator's own stop path
-    fatal.declare(details, code)
 
 
 def _message_cls() -> Any:
