@@ -62,7 +62,12 @@ class OmniNotImplementedError(_OmniServerStatusError):
 
 
 class OmniServiceUnavailableError(_OmniServerStatusError):
-    """A required handler, pipeline or stage is unavailable (503)."""
+    """A required handler, pipeline or stage is unavailable (503); `retry_after` (seconds), when
+    known, becomes the HTTP `Retry-After` header."""
+
+    def __init__(self, message: str, *, stage_id: int | None = None, retry_after: int | None = None) -> None:
+        super().__init__(message, stage_id=stage_id)
+        self.retry_after: int | None = retry_after
 
 
 class OmniStageTimeoutError(_OmniServerStatusError):
@@ -149,8 +154,11 @@ class OmniClientError(VLLMClientError):
 class OmniServerError(VLLMServerError):
     """A server error carrying its canonical record (`.details`): the twin of `OmniClientError`.
 
-    A status outside 500-599 raises `InvalidRecordError`.
+    A status outside 500-599 raises `InvalidRecordError`. `retry_after` (seconds), when set on a
+    503, becomes the HTTP `Retry-After` header.
     """
+
+    retry_after: int | None = None
 
     def __init__(
         self,

@@ -112,6 +112,8 @@ CASES: dict[str, Case] = {
                             "NotImplementedError", "no streaming for this model"),
     "unavailable": Case(lambda: OmniServiceUnavailableError("stage 2 is down", stage_id=2), 503,
                         "ServiceUnavailableError", "stage 2 is down", stage_id=2),
+    "unavailable_retry": Case(lambda: OmniServiceUnavailableError("stage 2 has no replica", stage_id=2, retry_after=7),
+                              503, "ServiceUnavailableError", "stage 2 has no replica", stage_id=2),
     "stage_timeout": Case(lambda: OmniStageTimeoutError("stage 1 deadline expired", stage_id=1), 504,
                           "GatewayTimeoutError", "stage 1 deadline expired", stage_id=1),
     "omni_generate": Case(lambda: OmniEngineGenerateError("vocoder failed", stage_id=3), 500, "InternalServerError",

@@ -36,6 +36,13 @@ def test_http(server: Server, name: str) -> None:
     assert body == _expected(case, f"req-{name}")
 
 
+def test_retry_after_is_sent_when_the_failure_says_when(server: Server) -> None:
+    retry = httpx.get(f"{server.base}/http/unavailable_retry", timeout=10)
+    assert retry.status_code == 503 and retry.headers["Retry-After"] == "7"
+    plain = httpx.get(f"{server.base}/http/unavailable", timeout=10)
+    assert plain.status_code == 503 and "Retry-After" not in plain.headers
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_sse(server: Server, name: str) -> None:
     case = CASES[name]

@@ -33,7 +33,9 @@ def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
     assert report["versions"]["vllm-omni"] == "0.30.0" and report["versions"]["vllm"].startswith("0.30.")
     assert [t["target"] for t in report["targets"]] == [t.key for t in TARGETS]
     assert {t["state"] for t in report["targets"]} == {"matches"}
-    assert [c["code"] for c in report["fatal_exit_codes"]] == [81, 80, 85]
+    assert [c["code"] for c in report["fatal_exit_codes"]] == [81, 80, 85, 86]
+    assert report["multi_node"]["sockets"] == {"curve": False, "keys": None, "error": None}
+    assert report["multi_node"]["rejoin_window_s"] == 120.0
 
 
 def test_the_text_report_and_the_exit_status_of_a_disabled_plugin(tmp_path: Path) -> None:
@@ -47,3 +49,22 @@ def test_a_plugin_vllm_would_not_load_is_reported_disabled(tmp_path: Path) -> No
     code, out = _doctor(tmp_path, "--json", OMNI_ERRORS_VLLM_OMNI="1", VLLM_PLUGINS="something_else")
     assert code == 4
     assert json.loads(out)["reason"] == "VLLM_PLUGINS=something_else does not list omni_errors"
+
+
+def test_the_multi_node_settings_are_checked(tmp_path: Path) -> None:
+    from omni_errors.lifecycle.remote import keys
+
+    directory = tmp_path / "keys"
+    keys.generate(directory, "head")
+    code, out = _doctor(
+        tmp_path, "--json", OMNI_ERRORS_VLLM_OMNI="1", OMNI_ERRORS_VLLM_OMNI_KEYS=str(directory),
+        OMNI_ERRORS_REJOIN_WINDOW_S="30",
+    )  # fmt: skip
+    report = json.loads(out)
+    assert code == 0
+    assert report["multi_node"]["rejoin_window_s"] == 30.0
+    assert report["multi_node"]["sockets"]["curve"] and report["multi_node"]["sockets"]["allowed_keys"] == 1
+    keys.generate(directory, "stage0")  # a second secret: whose key would this host use?
+    code, out = _doctor(tmp_path, OMNI_ERRORS_VLLM_OMNI="1", OMNI_ERRORS_VLLM_OMNI_KEYS=str(directory))
+    assert code == 6
+    assert "CURVE keys unusable" in out and "exactly one secret key" in out

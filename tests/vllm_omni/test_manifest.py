@@ -64,14 +64,28 @@ def _original(target: Target) -> Any:
 
 
 def test_the_installed_release_is_the_one_the_manifest_was_written_against() -> None:
-    assert all(RELEASE in t.fingerprints for t in TARGETS), f"no fingerprints recorded for vllm-omni {RELEASE}"
+    pinned = [t for t in TARGETS if not t.public]
+    assert all(RELEASE in t.fingerprints for t in pinned), f"no fingerprints recorded for vllm-omni {RELEASE}"
+    assert all(not t.fingerprints for t in TARGETS if t.public), "a public API is checked for presence only"
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.key)
 def test_every_entry_matches_the_installed_source(target: Target, checks: dict[str, Any]) -> None:
     result = checks[target.key]
     assert result.state is State.MATCHES, result.reason
-    assert result.fingerprint == target.fingerprints[RELEASE]
+    if not target.public:
+        assert result.fingerprint == target.fingerprints[RELEASE]
+
+
+def _definition(target: Target, original: Any) -> ast.AST:
+    """The definition's AST as the process runs it: its source found by inspect (a constant's assignment
+    is read from its module)."""
+    if callable(original):
+        return ast.parse(textwrap.dedent(inspect.getsource(original))).body[0]
+    module, qualname = target.source
+    node = find_definition(ast.parse(inspect.getsource(importlib.import_module(module))), qualname)
+    assert node is not None
+    return node
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.key)
@@ -81,8 +95,9 @@ def test_every_entry_names_the_real_attribute_and_its_definition(target: Target)
     assert hasattr(owner, target.name)
     original = _original(target)
     # What the source check fingerprinted is what the process runs: the same AST, found by inspect.
-    node = ast.parse(textwrap.dedent(inspect.getsource(original))).body[0]
-    assert fingerprint_node(node) == target.fingerprints[RELEASE]
+    fingerprint = fingerprint_node(_definition(target, original))
+    if not target.public:
+        assert fingerprint == target.fingerprints[RELEASE]
     if target.defined_in is not None:  # imported into the target's module under the same name
         assert original.__module__ == target.source[0]
     file, _, function = target.patch.partition(":")
@@ -161,7 +176,7 @@ def test_the_calling_context_check_can_fail() -> None:
 
 
 def test_the_manifest_counts_what_the_docs_promise() -> None:
-    assert len(TARGETS) == len({t.key for t in TARGETS}) == 34
+    assert len(TARGETS) == len({t.key for t in TARGETS}) == 49
     replaced = sorted(t.qualname for t in TARGETS if t.kind is Kind.REPLACE)
     assert replaced == sorted(
         [
@@ -171,8 +186,16 @@ def test_the_manifest_counts_what_the_docs_promise() -> None:
             "OmniBase._raise_nonfatal_error_message",
             "OmniOpenAIServingChat._create_error_response",
             "_video_error_from_exception",
+            "_POLL_PERIOD_MS",
+            "wait_for_diffusion_manager_liveness",
         ]
     )
+    assert sorted(t.key for t in TARGETS if t.public) == [
+        "zmq:Context.destroy",
+        "zmq:Context.term",
+        "zmq:Socket.bind",
+        "zmq:Socket.connect",
+    ]
 
 
 # -- refusal and acceptance, on a copy of the installed package -------------------------------------

@@ -95,9 +95,17 @@ def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> C
         if isinstance(conn, WebSocket):  # ExceptionMiddleware also serves websocket routes
             await report(exc, partial(send_error, conn), where=where, **context)
             return None
-        return report(exc, http_response, where=where, **context)
+        return report(exc, partial(http_response, headers=_retry_after(exc)), where=where, **context)
 
     return handle
+
+
+def _retry_after(exc: Exception) -> dict[str, str] | None:
+    """`Retry-After` for an exception that says when to retry (`OmniServiceUnavailableError.retry_after`)."""
+    seconds = getattr(exc, "retry_after", None)
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        return {"Retry-After": str(seconds)}
+    return None
 
 
 def install(app: Any, *, raw_fallbacks: bool = True, on_fatal: FatalHook | None = None) -> None:

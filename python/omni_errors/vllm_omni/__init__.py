@@ -16,13 +16,17 @@ original back. `status()` says what was decided, and why; `omni-errors doctor` p
 
 from __future__ import annotations
 
+import atexit
 import enum
+import gc
 import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
+from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 
 __all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
@@ -121,6 +125,20 @@ def _patch_module(module: ModuleType) -> None:
     apply(module, targets_by_module()[module.__name__])
 
 
+def _check_keys() -> None:
+    """An operator who set CURVE keys gets them, or no process: never a plaintext deployment instead."""
+    from omni_errors.vllm_omni.sockets import KEYS_ENV, load_keys
+
+    directory = os.environ.get(KEYS_ENV)
+    if not directory:
+        return
+    try:
+        load_keys(Path(directory))
+    except Exception as exc:  # omni-errors: ignore[OE202]: KeyFileError or OSError: reported, then the exit
+        _decision_log.critical("omni-errors: %s cannot be used, so this process does not start: %s", KEYS_ENV, exc)
+        raise SystemExit(int(ExitCode.STARTUP_FAILURE)) from None
+
+
 def register() -> None:
     """The `vllm.general_plugins` entry point; idempotent (vLLM may load plugins more than once)."""
     global _status
@@ -131,6 +149,12 @@ def register() -> None:
     _log_decision(_status)
     if _status.decision not in (Decision.ENABLED, Decision.REFUSED):
         return
+    if _status.decision is Decision.ENABLED:
+        _check_keys()
+        # Registered first, so it runs last: the interpreter's final garbage collections over the
+        # millions of objects torch and vLLM leave take seconds (a stage that must end within 5 s
+        # spent 6 s in them); objects alive at exit get no finalizer promise anyway.
+        atexit.register(gc.freeze)
     from omni_errors.vllm_omni.hooks import when_imported
 
     when_imported(_API_SERVER, _publish)
@@ -153,6 +177,7 @@ def unapply() -> int:
         previous = _status
         _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
     cancel(_patch_module)
+    atexit.unregister(gc.freeze)
     restored = restore()
     fatal.reset()
     return restored

@@ -13,6 +13,9 @@
   flight (`InFlight` counts them; `ANSWER_DEADLINE_S` bounds the wait), then gives what is on its
   way a last call (`LAST_CALL_S`), then stops; once it has shut down the process exits with the
   documented code (`SystemExit`, so every cleanup still runs).
+- Multi-node mode (`distributed`): while a stage waits for a replica, a new request gets 503 with
+  `Retry-After` at once, and a fatal record answered to a client does not end the head (the lost
+  replica's stage decides, when its window passes).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.vllm_omni import fatal
+from omni_errors.vllm_omni import distributed, fatal
 
 __all__ = [
     "ANSWER_DEADLINE_S",
@@ -45,7 +48,7 @@ __all__ = [
     "make_video_error",
 ]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 #: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
 API_RAW_FALLBACKS = True
@@ -105,8 +108,9 @@ def _handled_record() -> OmniErrorDetails | None:
 
 def _on_fatal_response(details: OmniErrorDetails) -> None:
     """A fatal record reached a client: it ends the process, unless the pipeline already decided
-    why it ends (the record is then that decision's answer, and its exit code stands)."""
-    if fatal.declared() is None:
+    why it ends (the record is then that decision's answer, and its exit code stands), or a
+    multi-node head decides when a stage's replicas are lost."""
+    if fatal.declared() is None and not distributed.active():
         fatal.declare(details, ExitCode.FATAL_ENGINE)
 
 
@@ -226,17 +230,23 @@ def make_abort_internal(module: ModuleType, original: Any) -> Any:
 
 
 def make_generate(module: ModuleType, original: Any) -> Any:
-    """`AsyncOmni.generate`: after a fatal failure, a new request gets the fatal record at once.
+    """`AsyncOmni.generate`: after a fatal failure, a new request gets the fatal record at once; while
+    a multi-node stage waits for a replica, 503 with `Retry-After`.
 
-    The orchestrator is stopping by then; a request submitted to it would wait for an answer that
-    never comes until the server closes the connection.
+    The orchestrator is stopping by then (or has nowhere to send it); a request submitted to it
+    would wait for an answer that never comes until the server closes the connection.
     """
-    from omni_errors.exceptions import rebuild
+    from omni_errors.exceptions import OmniServerError, rebuild
 
     async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         record = fatal.declared()
         if record is not None:
             raise rebuild(record)
+        outage = distributed.rejoin().outage() if distributed.active() else None
+        if outage is not None:
+            refused = OmniServerError.from_details(distributed.unavailable_answer(outage.stage_id, None))
+            refused.retry_after = outage.retry_after()
+            raise refused
         async for output in original(self, *args, **kwargs):
             yield output
 
@@ -246,7 +256,9 @@ def make_generate(module: ModuleType, original: Any) -> Any:
 async def _exit_after(shutdown: Any) -> None:
     """Await the server's own shutdown, then end the process with the fatal exit code, if any."""
     await shutdown
-    code = fatal.exit_code()
+    # Only a pipeline that ended exits with its code; a code merely noted (a multi-node replica lost
+    # and replaced, say) does not turn a Ctrl+C into a failure.
+    code = fatal.exit_code() if fatal.declared() is not None else None
     if code is not None:
         _log.critical("omni-errors: server stopped after a fatal stage failure; exiting with %d", int(code))
         raise SystemExit(int(code))
@@ -254,11 +266,15 @@ async def _exit_after(shutdown: Any) -> None:
 
 def make_raise_error_message(module: ModuleType, original: Any) -> Any:
     """`OmniBase._raise_nonfatal_error_message` raises the message's record, rebuilt."""
-    from omni_errors.exceptions import rebuild
-    from omni_errors.vllm_omni.orchestrator import message_record
+    from omni_errors.exceptions import OmniServerError, rebuild
+    from omni_errors.vllm_omni.records import message_record
 
     def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
-        raise rebuild(message_record(msg))
+        details = message_record(msg)
+        failure = rebuild(details)
+        if isinstance(failure, OmniServerError):
+            failure.retry_after = distributed.retry_after(details)
+        raise failure
 
     return _raise_nonfatal_error_message
 

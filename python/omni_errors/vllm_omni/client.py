@@ -5,7 +5,11 @@
   now has a deadline (`SEND_TIMEOUT_MS`), a missed one marks the stage dead (`EngineDeadError`),
   and `shutdown` stops the proc within `STOP_TIMEOUT_S` (SIGTERM, then SIGKILL).
 - Error frames that carry a record become the request's error output with the record attached
-  (the client's own error branch builds the same output from the flat fields, losing it).
+  (the client's own error branch builds the same output from the flat fields, losing it). A
+  record frame without a request is the proc's death notice; the client keeps it (`death_of`),
+  and so it does the last fatal record a request's frame carried.
+- A remote replica's client (multi-node mode) has no process manager: its links stand in for
+  the process (`links.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
 - `OmniRequestOutput.from_error`, called inside the `except` that caught a failure (the inline
   diffusion client), attaches the record of the exception being handled.
 """
@@ -21,11 +25,13 @@ import zmq
 
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.records import FRAME_KEY, attach, carried, stage_failure
+from omni_errors.vllm_omni.links import LinkWatch, RemoteReplica, expect
+from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, stage_failure
 
 __all__ = [
     "SEND_TIMEOUT_MS",
     "STOP_TIMEOUT_S",
+    "death_of",
     "make_abort",
     "make_add_request",
     "make_collective_rpc_async",
@@ -35,7 +41,7 @@ __all__ = [
     "make_shutdown",
 ]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 #: A live proc takes a message in microseconds; one that has not within a second is gone or hung.
 SEND_TIMEOUT_MS = 1000
@@ -72,14 +78,32 @@ def _stage_gone(client: Any, what: str) -> Exception:
 
 
 def make_connect_transport(module: ModuleType, original: Any) -> Any:
-    """`StageDiffusionClient._connect_transport`: a send deadline and no linger on the request socket."""
+    """`StageDiffusionClient._connect_transport`: a send deadline and no linger on the request socket;
+    a remote replica's links are watched, and stand in for its process."""
 
     def _connect_transport(self: Any, request_address: str, response_address: str) -> None:
+        name = f"stage-{self.stage_id}-replica-{self.replica_id}"
+        watch = LinkWatch(name, (request_address, response_address), lambda reason: _link_lost(self, reason))
+        expect(watch)
         original(self, request_address, response_address)
         self._request_socket.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         self._request_socket.setsockopt(zmq.LINGER, 0)
+        if self._proc_manager is None:  # a remote replica: nothing else watches it
+            self._proc_manager = RemoteReplica(watch)
 
     return _connect_transport
+
+
+def _link_lost(client: Any, reason: str) -> None:
+    _log.error("omni-errors: the link to stage-%s replica-%s is lost: %s", client.stage_id, client.replica_id, reason)
+    manager = client._proc_manager
+    if isinstance(manager, RemoteReplica):
+        manager.proc.end()  # vLLM-Omni's own sentinel thread marks the client dead
+
+
+def death_of(client: Any) -> Carried | None:
+    """The record a replica's proc said it died of (its death notice, or its last fatal record), if any."""
+    return getattr(getattr(client, "_decoder", None), "death", None)
 
 
 def _bounded(original: Any, what: str) -> Any:
@@ -145,14 +169,18 @@ def make_frame_decoder(module: ModuleType, original: type) -> type:
     class RecordFrameDecoder(original):  # type: ignore[misc]
         """Turns a record-carrying request error frame into that request's error output."""
 
+        death: Carried | None = None  # the record the proc died of, once it said
+
         def decode(self, *args: Any, **kwargs: Any) -> Any:
             msg = super().decode(*args, **kwargs)
             if not (isinstance(msg, dict) and msg.get("type") == "error" and FRAME_KEY in msg):
                 return msg
             request_id = msg.get("request_id")
             value = carried(msg)
+            if value is not None and value.details.fatal:
+                self.death = value
             if value is None or request_id is None or msg.get("rpc_id") is not None:
-                return msg
+                return msg  # vLLM-Omni's own branch logs a death notice or an RPC's failure
             if value.exit_code is not None:
                 fatal.note(value.exit_code)
             _log.error(

@@ -53,7 +53,7 @@ __all__ = [
     "tombstone_from",
 ]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 #: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed.
 FAILURES_ATTR = "omni_errors_failed_requests"

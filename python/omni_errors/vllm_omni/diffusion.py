@@ -9,19 +9,28 @@
 - `DiffusionEngine._emit_outputs`: after a fatal record is delivered, the engine fails as a whole
   (`_fail_engine`), so queued requests are answered and the executor stops instead of serving on;
 - StageDiffusionProc: error frames get the record as extra top-level keys (old receivers ignore
-  them), and a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal).
+  them), and a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal);
+  its death notice (`DIFFUSION_PROC_DEAD`) follows a frame with the record it dies of;
+- a remote StageDiffusionProc (multi-node mode) watches its links to the head (`links`): when the
+  head is gone or cut off, the proc ends itself (exit 86), and so does its launcher.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import weakref
 from types import ModuleType
 from typing import Any
 
+import zmq
+
+from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.rules import with_ids
 from omni_errors.vllm_omni import fatal
+from omni_errors.vllm_omni.links import LinkWatch, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
 
 __all__ = [
@@ -31,9 +40,11 @@ __all__ = [
     "make_from_exception",
     "make_postprocess_output",
     "make_proc_close",
+    "make_run_loop",
+    "make_signal_fatal",
 ]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 
 def _recorded(exc: BaseException, **ids: Any) -> Carried | None:
@@ -145,3 +156,60 @@ def make_proc_close(module: ModuleType, original: Any) -> Any:
             raise SystemExit(int(code))
 
     return close
+
+
+# Each running proc's links (its `run_loop`'s two sockets), for its death notice.
+_links: weakref.WeakKeyDictionary[Any, LinkWatch] = weakref.WeakKeyDictionary()
+
+
+def make_run_loop(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionProc.run_loop`: its two sockets are the proc's links to the head; a remote proc
+    whose head is gone or cut off stops its loop and exits 86 (`make_proc_close`)."""
+
+    async def run_loop(self: Any, request_address: str, response_address: str) -> None:
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+
+        def lost(reason: str) -> None:
+            _log.critical("omni-errors: this stage lost its link to the head (%s); ending it", reason)
+            fatal.note(ExitCode.LINK_LOST)
+            if main is not None:
+                loop.call_soon_threadsafe(main.cancel)
+
+        watch = LinkWatch("proc", (request_address, response_address), lost)
+        expect(watch)
+        _links[self] = watch
+        try:
+            await original(self, request_address, response_address)
+        finally:
+            watch.stop()
+
+    return run_loop
+
+
+def make_signal_fatal(module: ModuleType, original: Any) -> Any:
+    """`StageDiffusionProc._signal_fatal_engine_failure`: the death notice that follows is preceded by a
+    frame with the record the proc dies of (no request id: vLLM-Omni's receiver only logs it)."""
+    encoder = module.OmniMsgpackEncoder()
+
+    def _signal_fatal_engine_failure(self: Any, reason: str) -> None:
+        event = self._fatal_event
+        watch = _links.get(self)
+        if event is not None and not event.is_set() and watch is not None:
+            value = Carried(fatal_record(stage_id=None), int(fatal.note(ExitCode.FATAL_ENGINE)))
+            _send_now(watch.sockets.get(watch.endpoints[1]), encoder.encode({"type": "error", **frame_fields(value)}))
+        original(self, reason)
+
+    return _signal_fatal_engine_failure
+
+
+def _send_now(socket: Any, data: bytes) -> None:
+    """Send without waiting (the proc's loop thread); a socket that cannot take it now drops it."""
+    if socket is None:
+        return
+    try:
+        sent = socket.send(data, zmq.NOBLOCK)
+    except zmq.ZMQError:
+        return
+    if isinstance(sent, asyncio.Future):  # zmq.asyncio: already done; its error, if any, is read here
+        sent.add_done_callback(lambda f: f.cancelled() or f.exception())

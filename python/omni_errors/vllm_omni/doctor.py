@@ -2,8 +2,10 @@
 
 It runs the check `register()` runs in every process of a server (`decide`), patching nothing
 and importing neither vLLM nor vLLM-Omni, and prints the versions, the decision, each target's
-state and the exit codes a deployment would see on a fatal failure. Its exit status is the
-decision (`EXIT_STATUS`), so an image build or CI can assert it; `--json` prints the same facts.
+state, the multi-node settings (the rejoin window, and whether the deployment's sockets are CURVE,
+with the keys checked) and the exit codes a deployment would see on a fatal failure. Its exit
+status is the decision (`EXIT_STATUS`; `KEYS_UNUSABLE` when keys are set but cannot be used), so an
+image build or CI can assert it; `--json` prints the same facts.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import importlib.metadata
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.vllm_omni import Decision, Status, decide
 
-__all__ = ["EXIT_STATUS", "add_command", "report"]
+__all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
 
 #: The exit status of `omni-errors doctor` for each decision.
 EXIT_STATUS = {Decision.ENABLED: 0, Decision.REFUSED: 3, Decision.DISABLED: 4, Decision.ABSENT: 5}
+#: The exit status when the plugin is enabled but `OMNI_ERRORS_VLLM_OMNI_KEYS` cannot be used.
+KEYS_UNUSABLE = 6
 
 _ENTRY_POINT = "omni_errors"
 #: What ends a server with the plugin on: the code, and when (docs/vllm-omni.md, "Exit codes").
@@ -29,6 +34,11 @@ _FATAL_EXITS = (
     (ExitCode.OOM, "a stage ran out of device memory (torch.OutOfMemoryError, by type)"),
     (ExitCode.FATAL_ENGINE, "a stage reported a fatal failure (EngineDeadError, InductorError, a lost executor)"),
     (ExitCode.STAGE_LOST, "a stage's only replica died without reporting (SIGKILL, segfault)"),
+    (
+        ExitCode.LINK_LOST,
+        "multi-node: a stage's last remote replica was lost without a record (killed, cut off) and none "
+        "registered within the rejoin window",
+    ),
 )
 
 
@@ -48,6 +58,23 @@ def _loaded_by_vllm() -> tuple[bool, str | None]:
     if allowed is not None and _ENTRY_POINT not in [p.strip() for p in allowed.split(",")]:
         return False, f"VLLM_PLUGINS={allowed} does not list {_ENTRY_POINT}"
     return True, None
+
+
+def _multi_node() -> dict[str, Any]:
+    """The head's rejoin window and the deployment's sockets (CURVE keys checked, as each process will)."""
+    from omni_errors.vllm_omni.distributed import WINDOW_ENV, rejoin
+    from omni_errors.vllm_omni.sockets import KEYS_ENV, load_keys
+
+    directory = os.environ.get(KEYS_ENV)
+    sockets: dict[str, Any] = {"curve": directory is not None, "keys": directory, "error": None}
+    if directory is not None:
+        try:
+            keys = load_keys(Path(directory))
+        except Exception as exc:  # omni-errors: ignore[OE202]: the problem is the report (KeyFileError, OSError)
+            sockets["error"] = str(exc)
+        else:
+            sockets["allowed_keys"] = len(keys.allowed)
+    return {"rejoin_window_s": rejoin().window_s, "window_setting": WINDOW_ENV, "sockets": sockets}
 
 
 def report() -> dict[str, Any]:
@@ -76,6 +103,7 @@ def report() -> dict[str, Any]:
             }
             for c in status.checks
         ],
+        "multi_node": _multi_node(),
         "fatal_exit_codes": (
             [{"code": int(code), "name": code.name, "when": when} for code, when in _FATAL_EXITS] if enabled else None
         ),
@@ -96,6 +124,15 @@ def _print(data: dict[str, Any]) -> None:
             if t["state"] != "matches":
                 print(f"  {'':<{width}}  ^ {t['reason']}")
         print()
+    multi = data["multi_node"]
+    sockets = multi["sockets"]
+    if not sockets["curve"]:
+        where = "plaintext: any host that reaches the head can join (set OMNI_ERRORS_VLLM_OMNI_KEYS)"
+    elif sockets["error"]:
+        where = f"CURVE keys unusable: {sockets['error']}"
+    else:
+        where = f"CURVE, keys in {sockets['keys']} ({sockets['allowed_keys']} public keys allowed in)"
+    print(f"  multi-node   rejoin window {multi['rejoin_window_s']:g} s ({multi['window_setting']}); sockets {where}\n")
     codes = data["fatal_exit_codes"]
     if codes is None:
         print("  exit code on a fatal failure: vLLM-Omni's own (the plugin is not active: a dead stage can hang")
@@ -117,12 +154,16 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         _print(data)
-    return EXIT_STATUS[Decision(data["decision"])]
+    status = EXIT_STATUS[Decision(data["decision"])]
+    if status == 0 and data["multi_node"]["sockets"]["error"]:
+        return KEYS_UNUSABLE
+    return status
 
 
 def add_command(sub: Any) -> None:
     """Register `omni-errors doctor` on the CLI's subparsers."""
     statuses = ", ".join(f"{code} {decision.value}" for decision, code in EXIT_STATUS.items())
+    statuses += f", {KEYS_UNUSABLE} enabled but OMNI_ERRORS_VLLM_OMNI_KEYS unusable"
     parser = sub.add_parser(
         "doctor",
         help="say whether the vLLM-Omni plugin is active here, and why (versions, every patch target)",

@@ -20,7 +20,7 @@ from omni_errors.lifecycle.failures import FatalState
 
 __all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 Callback = Callable[[OmniErrorDetails], None]
 

@@ -19,7 +19,7 @@ from types import ModuleType
 
 __all__ = ["cancel", "pending", "when_imported"]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 Hook = Callable[[ModuleType], None]
 

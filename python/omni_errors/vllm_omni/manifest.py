@@ -17,7 +17,9 @@ An entry names:
   `in_except`, the calls upstream makes inside an `except` block that the patch counts on;
 - against what: `fingerprints`, release -> the fingerprint of the original's normalised AST
   (`omni-errors doctor --json` prints the installed one); a target whose installed source has
-  another fingerprint refuses the plugin;
+  another fingerprint refuses the plugin. A `public` target is a documented API of another
+  library (pyzmq's `Socket.bind`, say), wrapped the same way whatever its version: only its
+  presence is checked;
 - and why: `hop`, `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary.
 """
 
@@ -70,6 +72,7 @@ class Target:
     relies_on: tuple[str, ...] = ()
     in_except: tuple[InExcept, ...] = ()
     defined_in: str | None = None
+    public: bool = False
 
     @property
     def key(self) -> str:
@@ -94,6 +97,9 @@ _E = "vllm_omni.entrypoints"
 _C = "vllm_omni.distributed.omni_connectors"
 _R030 = "0.30.0"
 _TOMBSTONE_UPSTREAM = "the payload transport carries a failure marker beside payloads, and the receiver fails on it"
+_M = "vllm_omni.engine.membership_controller"
+_LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
+_REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rejoin window"
 
 # fmt: off
 TARGETS: tuple[Target, ...] = (
@@ -134,8 +140,22 @@ TARGETS: tuple[Target, ...] = (
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "close", "diffusion:make_proc_close", Kind.WRAP,
            {_R030: "136658ae3f9008df"},
            hop="proc exit",
-           does="a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal) instead of 1",
+           does="a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal, 86 link to the "
+                "head lost) instead of 1",
            upstream="`run_diffusion_proc` exits with the code of the fatal record"),
+    Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
+           {_R030: "dc6a8baff385f585"},
+           hop="remote liveness",
+           does="its two sockets are the proc's links to the head: a remote proc gives them ZMTP heartbeats and a "
+                "monitor, and when the head is gone or cut off it stops its loop and exits 86",
+           upstream="the remote proc watches its links to the head"),
+    Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "_signal_fatal_engine_failure",
+           "diffusion:make_signal_fatal", Kind.WRAP, {_R030: "4f90d79335b677eb"},
+           relies_on=("StageDiffusionProc._fatal_event",),
+           hop="death notice",
+           does="before the proc sends `DIFFUSION_PROC_DEAD`, a frame with the record it dies of and its exit code "
+                "(no request id: a receiver without the plugin only logs it)",
+           upstream="`DIFFUSION_PROC_DEAD` carries `details`"),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
            {_R030: "8744bdac53021431"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
@@ -146,10 +166,14 @@ TARGETS: tuple[Target, ...] = (
            upstream="`from_error(..., details=)`"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "_connect_transport",
            "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049"},
-           relies_on=("StageDiffusionClient._request_socket",),
-           hop="client sends",
-           does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0",
-           upstream="the client sets send timeouts"),
+           relies_on=("StageDiffusionClient._request_socket", "StageDiffusionClient._proc_manager",
+                      "StageDiffusionClient.stage_id", "StageDiffusionClient.replica_id"),
+           hop="client sends, remote liveness",
+           does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0; a remote replica's two "
+                "links get ZMTP heartbeats and a socket monitor, and stand in for the process manager it lacks "
+                "(`links.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
+                "and the sentinel thread see the link's state",
+           upstream="the client sets send timeouts; " + _LIVENESS_UPSTREAM),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "add_request_async", "client:make_add_request",
            Kind.WRAP, {_R030: "f61fa30fcb0ba238"},
            relies_on=("StageDiffusionClient._engine_dead", "StageDiffusionClient.stage_id"),
@@ -183,8 +207,9 @@ TARGETS: tuple[Target, ...] = (
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackDecoder",
            hop="client frames",
            does="a record-carrying request error frame becomes that request's error output with the record "
-                "attached",
-           upstream="`_drain_responses` reads `details` from the frame"),
+                "attached; a record frame without a request (the proc's death notice) or a fatal record is kept "
+                "as the record the replica died of",
+           upstream="`_drain_responses` reads `details` from the frame and from `DIFFUSION_PROC_DEAD`"),
     Target("vllm_omni.engine.orchestrator", None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP,
            {_R030: "bc7fcae08bcfba98"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
@@ -192,23 +217,89 @@ TARGETS: tuple[Target, ...] = (
            does="`RecordErrorMessage` (a subclass with `details`) is what the orchestrator builds; one built "
                 "from flat fields only gets its record from them (`omni_errors.legacy`)",
            upstream="`ErrorMessage.details: OmniErrorDetails`"),
+    Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "__init__", "orchestrator:make_orchestrator_init",
+           Kind.WRAP, {_R030: "b585c99dd1ccc895"},
+           relies_on=("OrchestratorBase._membership", "OrchestratorBase._shutdown_event",
+                      f"{_M}:MembershipController._shutdown_event"),
+           hop="head shutdown",
+           does="the membership controller shares the orchestrator's shutdown event: its watcher ends when the "
+                "orchestrator stops (vLLM-Omni waited for it first, so every multi-node head shutdown took the "
+                "engine's 30 s join timeout)",
+           upstream="the orchestrator stops the membership watcher before it waits for its tasks"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_stage_error",
            "orchestrator:make_handle_stage_error", Kind.REPLACE, {_R030: "2d273c998302652c"},
            relies_on=("OrchestratorBase._cfg_tracker", "OrchestratorBase.output_async_queue",
                       "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
-                      "OrchestratorBase.request_async_queue"),
+                      "OrchestratorBase.request_async_queue", "OrchestratorBase.stage_pools",
+                      "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id"),
            hop="stage errors",
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
-                "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage`",
+                "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage` (from a "
+                "remote replica, the replica is lost instead: see `_handle_dead_replica`)",
            upstream="the same, in vLLM-Omni"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
            "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
-           relies_on=("OrchestratorBase.stage_pools",),
+           relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
+                      f"{_M}:MembershipController.handle_unregister",
+                      "vllm_omni.engine.stage_pool:StagePool.evict_replica",
+                      "vllm_omni.engine.stage_pool:StagePool.live_replica_ids"),
            hop="dead replicas",
            does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
-                "ends (exit 85, or 80 when a record said why)",
-           upstream="a dead pipeline ends the server"),
+                "ends (exit 85, or 80 when a record said why). A lost remote replica is answered and detached "
+                "through the membership's own unregister, and its stage waits for a replica (`distributed`)",
+           upstream="a dead pipeline ends the server; " + _REJOIN_UPSTREAM),
+    Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
+           "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
+           relies_on=("OrchestratorBase.output_async_queue", "OrchestratorBase._cleanup_request_ids",
+                      "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed"),
+           hop="multi-node policy",
+           does="in multi-node mode a request whose stage has no live replica gets 503 with `Retry-After`, not "
+                "a fatal record (a replica may register again)",
+           upstream=_REJOIN_UPSTREAM),
+    Target(_M, None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP, {_R030: "bc7fcae08bcfba98"},
+           defined_in="vllm_omni.engine.messages:ErrorMessage",
+           hop="multi-node records",
+           does="the membership controller's answers (a replica that disappeared) carry a record with the "
+                "request's `request_id` and `stage_id`",
+           upstream="`ErrorMessage.details: OmniErrorDetails`"),
+    Target(_M, "MembershipController", "start", "distributed:make_membership_start", Kind.WRAP,
+           {_R030: "2a2c231d17785c70"},
+           hop="multi-node policy",
+           does="the head of a multi-node deployment follows the lost-replica policy (`distributed`)",
+           upstream=_REJOIN_UPSTREAM),
+    Target(_M, "MembershipController", "_do_register", "distributed:make_do_register", Kind.WRAP,
+           {_R030: "5128e408ef837a72"},
+           hop="multi-node policy",
+           does="a replica that attaches ends its stage's rejoin window: service is restored without a restart",
+           upstream=_REJOIN_UPSTREAM),
+    Target("vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage", "OmniCoordClientForStage",
+           "_heartbeat_loop", "distributed:make_heartbeat_loop", Kind.WRAP, {_R030: "2d15fbec07fb0680"},
+           relies_on=("OmniCoordClientForStage._heartbeat_interval",),
+           hop="coordinator heartbeats",
+           does="a stage heartbeats the coordinator every second instead of every 5 s, so that an "
+                "`--omni-heartbeat-timeout` under 5 s no longer detaches healthy replicas",
+           upstream="the stage's heartbeat interval follows the coordinator's timeout"),
+    Target("vllm_omni.engine.stage_pool", "StagePool", "pick", "distributed:make_pick", Kind.WRAP,
+           {_R030: "a0d8aedc1c81ac3f"},
+           relies_on=("StageUnavailableError", "StagePool.stage_id"),
+           hop="multi-node policy",
+           does="a stage in its rejoin window refuses a request at once instead of polling 10 s for a replica",
+           upstream=_REJOIN_UPSTREAM),
+    Target("vllm_omni.engine.stage_engine_startup", None, "_POLL_PERIOD_MS", "distributed:make_registration_poll",
+           Kind.REPLACE, {_R030: "68dcec38467b361e"},
+           hop="head shutdown",
+           does="the registration server's poll is 0.1 s instead of 5 s: `OmniMasterServer.stop` joins its "
+                "thread, so a head's shutdown waited up to 5 s for it",
+           upstream="`stop` wakes the registration server"),
+    Target("vllm_omni.engine.stage_engine_startup", None, "wait_for_diffusion_manager_liveness",
+           "distributed:make_wait_for_diffusion_replicas", Kind.REPLACE, {_R030: "047139995bdeec4d"},
+           relies_on=("connection",),
+           hop="remote launcher exit",
+           does="the headless launcher reaps its replica before it reads the exit code (vLLM-Omni reads it first "
+                "and exits 0 or 1 at random) and exits with the replica's documented code (80, 81, 86; 85 for a "
+                "signal)",
+           upstream="the launcher joins the replica and exits with its code"),
     Target(f"{_E}.omni_base", "OmniBase", "_raise_nonfatal_error_message", "api:make_raise_error_message",
            Kind.REPLACE, {_R030: "6c02461461783a19"},
            hop="API consumer",
@@ -336,6 +427,28 @@ TARGETS: tuple[Target, ...] = (
            hop="connector tombstones",
            does="a finished request's kept record goes with the rest of its connector state",
            upstream=_TOMBSTONE_UPSTREAM),
+    Target("zmq", "Socket", "bind", "sockets:make_bind", Kind.WRAP, {}, public=True,
+           defined_in="zmq.sugar.socket:Socket.bind",
+           hop="deployment sockets",
+           does="with `OMNI_ERRORS_VLLM_OMNI_KEYS`, a TCP bind is a CURVE server behind a ZAP allow-list (else a "
+                "warning that the deployment is plaintext); an expected stage link gets heartbeats and a monitor",
+           upstream="vLLM-Omni secures its multi-node sockets"),
+    Target("zmq", "Socket", "connect", "sockets:make_connect", Kind.WRAP, {}, public=True,
+           defined_in="zmq.sugar.socket:Socket.connect",
+           hop="deployment sockets",
+           does="with `OMNI_ERRORS_VLLM_OMNI_KEYS`, a TCP connect is a CURVE client that authenticates the head; "
+                "an expected stage link gets heartbeats and a monitor",
+           upstream="vLLM-Omni secures its multi-node sockets"),
+    Target("zmq", "Context", "term", "sockets:make_term", Kind.WRAP, {}, public=True,
+           defined_in="zmq.sugar.context:Context.term",
+           hop="deployment sockets",
+           does="a context's ZAP handler stops before the context terminates (its socket would hold `term`)",
+           upstream="vLLM-Omni secures its multi-node sockets"),
+    Target("zmq", "Context", "destroy", "sockets:make_destroy", Kind.WRAP, {}, public=True,
+           defined_in="zmq.sugar.context:Context.destroy",
+           hop="deployment sockets",
+           does="a context's ZAP handler stops before `destroy` closes every socket of the context",
+           upstream="vLLM-Omni secures its multi-node sockets"),
 )
 # fmt: on
 
@@ -367,8 +480,9 @@ def render_table() -> str:
     for target in TARGETS:
         relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
         where = f"`{target.module}.{target.qualname}`"
+        kind = f"{target.kind.value} (public API)" if target.public else target.kind.value
         lines.append(
-            f"| {_cell(target.hop)} | {where} | {target.kind.value} | {_cell(', '.join(relies) or '-')} "
+            f"| {_cell(target.hop)} | {where} | {kind} | {_cell(', '.join(relies) or '-')} "
             f"| {_cell(target.does)} | {_cell(target.upstream)} |"
         )
     lines += ["", _TABLE_END]

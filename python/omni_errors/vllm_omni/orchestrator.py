@@ -1,83 +1,53 @@
 """The orchestrator (API process, its own thread): error messages carry the record; a dead pipeline ends.
 
-- `RecordErrorMessage`, an `ErrorMessage` with a `details` field, replaces `ErrorMessage` in the
-  orchestrator module, so every error the orchestrator emits carries a record; one built from
-  flat fields only (dead replicas, lost CFG companions...) gets its record from them.
+- The orchestrator (and the membership controller) build `RecordErrorMessage`s (`records`), so
+  every error they emit carries a record; one built from flat fields only (dead replicas, lost
+  CFG companions...) gets its record from them.
 - `_handle_stage_error` reads the stage's record, vLLM's `RequestError` (LLM stages), or the 0.30
   flat fields (a stage without the plugin), keeping `stage_id`, `parameter` and `request_id`.
 - `_handle_dead_replica` keeps vLLM-Omni's per-replica eviction; when a stage has no live replica
   left, or a record is fatal, the pipeline ends: every in-flight request is answered with the
   fatal record, the orchestrator shuts its stages down, and the process is told how it must exit.
+- A remote replica (multi-node mode) follows `distributed`'s policy instead: its requests are
+  answered and it is detached at once, and a stage left without replicas waits for one to
+  register before the pipeline ends.
+- The membership controller stops with the orchestrator: vLLM-Omni's orchestrator waits for the
+  membership watcher before it stops it, so every head shutdown waited for the engine's 30 s join.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.core_table import fatal_record, stage_failure_record
+from omni_errors.core_table import fatal_record
 from omni_errors.errors import InvalidRecordError
-from omni_errors.legacy import from_legacy, to_legacy
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.failures import canonical_fatal
-from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.records import output_record
+from omni_errors.vllm_omni import distributed, fatal
+from omni_errors.vllm_omni.client import death_of
+from omni_errors.vllm_omni.links import RemoteReplica
+from omni_errors.vllm_omni.records import Carried, error_message_class, output_record, record_message_class
 
 __all__ = [
+    "REPLICA_LOST",
     "fail_pipeline",
     "make_error_message",
     "make_handle_dead_replica",
     "make_handle_stage_error",
-    "message_record",
-    "record_message_class",
+    "make_orchestrator_init",
 ]
 
-_log = logging.getLogger("omni_errors.vllm_omni")
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
-_classes: dict[type, Any] = {}
-
-
-def record_message_class(error_message: type) -> Any:
-    """The `ErrorMessage` subclass carrying `details` (one per `ErrorMessage` class)."""
-    cls = _classes.get(error_message)
-    if cls is not None:
-        return cls
-
-    class RecordErrorMessage(error_message, kw_only=True):  # type: ignore[misc, call-arg]
-        """vLLM-Omni's `ErrorMessage` with the canonical record; the flat fields stay for 0.30 readers."""
-
-        details: Any = None
-
-        def __post_init__(self) -> None:
-            if self.details is None:
-                self.details = _from_flat(self)
-
-        @classmethod
-        def of(cls, details: OmniErrorDetails) -> Any:
-            return cls(**to_legacy(details, kind="message"), details=details)
-
-    _classes[error_message] = RecordErrorMessage
-    return RecordErrorMessage
+#: What a request in flight on a lost remote replica is told (vLLM-Omni's own words for it).
+REPLICA_LOST = "stage replica disappeared"
 
 
-def _from_flat(message: Any) -> OmniErrorDetails:
-    if message.fatal:
-        return fatal_record(stage_id=message.stage_id, request_id=message.request_id)
-    details = from_legacy(message)
-    if details is None:  # an error message without text or status
-        return stage_failure_record(request_id=message.request_id, stage_id=message.stage_id)
-    return details
-
-
-def message_record(message: Any) -> OmniErrorDetails:
-    """The record of any `ErrorMessage`: as carried, else read from its 0.30 flat fields."""
-    details = getattr(message, "details", None)
-    return details if isinstance(details, OmniErrorDetails) else _from_flat(message)
-
-
-async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: ExitCode, message_cls: Any) -> None:
+async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: ExitCode) -> None:
     """Answer every in-flight request with `details`, stop the orchestrator, declare the process fatal."""
     if fatal.declared() is not None:
         return
@@ -85,6 +55,7 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     # Declared before any request is answered: the API process renders those answers as fatal,
     # and the cause decided here (a lost stage, say) must be the exit code, not their echo.
     fatal.declare(details, code)
+    message_cls = error_message_class()
     request_ids = list(orchestrator.request_states)
     for request_id in request_ids:
         await orchestrator.output_async_queue.put(message_cls.of(details.replace(request_id=request_id)))
@@ -95,20 +66,35 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     await orchestrator.request_async_queue.put(ShutdownRequestMessage())  # the orchestrator's own stop path
 
 
-def _message_cls() -> Any:
-    from vllm_omni.engine.messages import ErrorMessage  # the original: the orchestrator's is replaced
-
-    return record_message_class(ErrorMessage)
-
-
 def make_error_message(module: ModuleType, original: type) -> Any:
-    """The orchestrator builds `RecordErrorMessage`s: every error it emits carries a record."""
+    """The module builds `RecordErrorMessage`s: every error it emits carries a record."""
     return record_message_class(original)
+
+
+def make_orchestrator_init(module: ModuleType, original: Any) -> Any:
+    """`OrchestratorBase.__init__`: the membership controller's shutdown event is the orchestrator's."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        membership = getattr(self, "_membership", None)
+        if membership is not None:  # its watcher task ends when the orchestrator stops, not after
+            membership._shutdown_event = self._shutdown_event
+
+    return __init__
+
+
+def _remote_client(orchestrator: Any, stage_id: int, replica_id: int | None) -> Any:
+    """The head-side client of a remote replica (multi-node mode), or None for any other replica."""
+    if replica_id is None or getattr(orchestrator, "_membership", None) is None:
+        return None
+    clients = orchestrator.stage_pools[stage_id].clients
+    client = clients[replica_id] if 0 <= replica_id < len(clients) else None
+    return client if isinstance(getattr(client, "_proc_manager", None), RemoteReplica) else None
 
 
 def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
     """`OrchestratorBase._handle_stage_error`: the stage's record reaches the client; a fatal one ends the pipeline."""
-    message_cls = _message_cls()
+    message_cls = error_message_class()
 
     async def _handle_stage_error(self: Any, stage_id: int, output: Any, *, error: str | None = None) -> None:
         tracker = self._cfg_tracker
@@ -122,22 +108,31 @@ def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
                 details = details.replace(request_id=parent_id)
             except InvalidRecordError:
                 details = details.replace(request_id=None)
+        remote = _remote_client(self, stage_id, self.stage_pools[stage_id].get_bound_replica_id(output.request_id))
         await self.output_async_queue.put(message_cls.of(details))
         await self._cleanup_request_ids(
             [parent_id, *tracker.cleanup_parent(parent_id)], abort=True, release_owners=True
         )
-        if details.fatal:
-            code = ExitCode(value.exit_code) if value.exit_code is not None else ExitCode.FATAL_ENGINE
-            await fail_pipeline(self, details, code, message_cls)
+        if not details.fatal:
+            return
+        if remote is not None:  # a remote replica died of it: the replica is lost, not yet the pipeline
+            remote._engine_dead = True
+            return
+        code = ExitCode(value.exit_code) if value.exit_code is not None else ExitCode.FATAL_ENGINE
+        await fail_pipeline(self, details, code)
 
     return _handle_stage_error
 
 
 def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
-    """`OrchestratorBase._handle_dead_replica`: a stage without a live replica ends the pipeline."""
-    message_cls = _message_cls()
+    """`OrchestratorBase._handle_dead_replica`: a stage without a live replica ends the pipeline (a
+    remote replica's stage waits for a replica to register first)."""
 
     async def _handle_dead_replica(self: Any, stage_id: int, replica_id: int, error: Any) -> None:
+        remote = _remote_client(self, stage_id, replica_id)
+        if remote is not None:
+            await _lose_remote_replica(self, stage_id, replica_id, remote)
+            return
         await original(self, stage_id, replica_id, error)
         pool = self.stage_pools[stage_id]
         if pool.live_replica_ids():
@@ -145,7 +140,64 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         carried_details = getattr(error, "details", None)
         code = ExitCode.FATAL_ENGINE if isinstance(carried_details, OmniErrorDetails) else ExitCode.STAGE_LOST
         _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
-        details = fatal_record(stage_id=stage_id)
-        await fail_pipeline(self, details, code, message_cls)
+        await fail_pipeline(self, fatal_record(stage_id=stage_id), code)
 
     return _handle_dead_replica
+
+
+async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
+    """A remote replica is gone: answer its requests, detach it (so that it may register again), and
+    if its stage has no replica left, open the stage's rejoin window."""
+    death = death_of(client) or Carried(fatal_record(stage_id=stage_id), int(ExitCode.LINK_LOST))
+    _log.error(
+        "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
+        stage_id,
+        replica_id,
+        death.details.status_code,
+        death.details.error_type,
+    )
+    fatal.note(death.exit_code or ExitCode.LINK_LOST)
+    pool = orchestrator.stage_pools[stage_id]
+    # vLLM-Omni's own unregister path answers the requests routed to the replica and detaches it.
+    await orchestrator._membership.handle_unregister(stage_id, client.request_address)
+    if client in pool.clients:  # not attached by address (a pre-allocated slot): evict it by index
+        pool.evict_replica(replica_id)
+    live = bool(pool.live_replica_ids())
+    stranded = [
+        request_id
+        for request_id, state in orchestrator.request_states.items()
+        if stage_id in state.stage_submit_ts and (not live or pool.get_bound_replica_id(request_id) == replica_id)
+    ]
+    message_cls = error_message_class()
+    for request_id in stranded:
+        lost = message_cls(error=REPLICA_LOST, request_id=request_id, stage_id=stage_id)
+        await orchestrator.output_async_queue.put(lost)
+    if stranded:
+        await orchestrator._cleanup_request_ids(stranded, abort=True, release_owners=True)
+    if live:
+        return
+    outage = distributed.rejoin().open(stage_id, death.details, ExitCode(death.exit_code or ExitCode.LINK_LOST))
+    loop = asyncio.get_running_loop()
+    loop.call_later(max(0.0, outage.deadline - loop.time() + 0.05), _expire_soon, orchestrator, stage_id)
+
+
+_expiries: set[asyncio.Task[None]] = set()  # the window checks, kept alive until they run
+
+
+def _expire_soon(orchestrator: Any, stage_id: int) -> None:
+    task = asyncio.get_running_loop().create_task(_expire(orchestrator, stage_id))
+    _expiries.add(task)
+    task.add_done_callback(_expiries.discard)
+
+
+async def _expire(orchestrator: Any, stage_id: int) -> None:
+    """The window of `stage_id` has passed without a replica: the pipeline ends."""
+    outage = distributed.rejoin().expired(stage_id)
+    if outage is None:  # a replica registered in time (or the window is not over)
+        return
+    _log.critical(
+        "omni-errors: no replica of stage-%d registered within %.0f s; ending the pipeline",
+        stage_id,
+        distributed.rejoin().window_s,
+    )
+    await fail_pipeline(orchestrator, outage.details, outage.code)

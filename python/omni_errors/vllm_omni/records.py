@@ -7,7 +7,8 @@ reads what it always read):
   the dataclass: it crosses the diffusion worker's shared-memory queue as one compact frame);
 - diffusion proc error frames (msgpack dicts): top-level keys `omni_error` (the record's frame
   bytes) and `omni_error_exit` (the exit code a fatal failure implies); old receivers ignore them;
-- the orchestrator's `ErrorMessage`: a subclass with a `details` field (see `orchestrator.py`).
+- the orchestrator's and the membership controller's `ErrorMessage`: a subclass with a `details`
+  field (`record_message_class`); one built from flat fields only gets its record from them.
 
 Raw fallbacks on the stage side are off: a `ValueError` raised inside a stage is a server failure
 (500), never a client error. Only explicit client types (vLLM's `VLLMClientError` family,
@@ -34,8 +35,11 @@ __all__ = [
     "Carried",
     "attach",
     "carried",
+    "error_message_class",
     "frame_fields",
+    "message_record",
     "output_record",
+    "record_message_class",
     "stage_failure",
 ]
 
@@ -131,3 +135,51 @@ def output_record(output: Any, *, request_id: str | None, stage_id: int | None, 
     if details is None:  # an error output without text or status
         details = stage_failure_record(request_id=request_id, stage_id=stage_id)
     return Carried(details)
+
+
+_message_classes: dict[type, Any] = {}
+
+
+def record_message_class(error_message: type) -> Any:
+    """The `ErrorMessage` subclass carrying `details` (one per `ErrorMessage` class)."""
+    cls = _message_classes.get(error_message)
+    if cls is not None:
+        return cls
+
+    class RecordErrorMessage(error_message, kw_only=True):  # type: ignore[misc, call-arg]
+        """vLLM-Omni's `ErrorMessage` with the canonical record; the flat fields stay for 0.30 readers."""
+
+        details: Any = None
+
+        def __post_init__(self) -> None:
+            if self.details is None:
+                self.details = _from_flat(self)
+
+        @classmethod
+        def of(cls, details: OmniErrorDetails) -> Any:
+            return cls(**to_legacy(details, kind="message"), details=details)
+
+    _message_classes[error_message] = RecordErrorMessage
+    return RecordErrorMessage
+
+
+def error_message_class() -> Any:
+    """The record-carrying subclass of `vllm_omni.engine.messages.ErrorMessage` (the original class)."""
+    from vllm_omni.engine.messages import ErrorMessage
+
+    return record_message_class(ErrorMessage)
+
+
+def _from_flat(message: Any) -> OmniErrorDetails:
+    if message.fatal:
+        return fatal_record(stage_id=message.stage_id, request_id=message.request_id)
+    details = from_legacy(message)
+    if details is None:  # an error message without text or status
+        return stage_failure_record(request_id=message.request_id, stage_id=message.stage_id)
+    return details
+
+
+def message_record(message: Any) -> OmniErrorDetails:
+    """The record of any `ErrorMessage`: as carried, else read from its 0.30 flat fields."""
+    details = getattr(message, "details", None)
+    return details if isinstance(details, OmniErrorDetails) else _from_flat(message)

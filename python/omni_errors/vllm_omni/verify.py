@@ -101,18 +101,29 @@ def fingerprint_node(node: ast.AST) -> str:
     return hashlib.sha256(dump.encode()).hexdigest()[:16]
 
 
+def _defines(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name
+    if isinstance(stmt, ast.Assign):  # a constant: `NAME = value`
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    if isinstance(stmt, ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == name
+    return False
+
+
 def find_definition(tree: ast.Module, qualname: str) -> ast.AST | None:
-    """The definition named `qualname` ("Owner.name" or "name") at the top of `tree`."""
+    """The definition named `qualname` ("Owner.name" or "name") at the top of `tree`: a function, a
+    class, or a constant's assignment."""
     scope: Sequence[ast.stmt] = tree.body
-    found: ast.AST | None = None
+    found: ast.stmt | None = None
     for part in qualname.split("."):
         found = None
         for stmt in scope:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.name == part:
+            if _defines(stmt, part):
                 found = stmt  # the last definition wins, as at run time
         if found is None:
             return None
-        scope = found.body
+        scope = getattr(found, "body", [])
     return found
 
 
@@ -289,6 +300,8 @@ def _judge(target: Target, facts: dict[str, dict[str, str | bool | None] | None]
     fingerprint = known.get("fp:" + qualname)
     if not isinstance(fingerprint, str):
         return Check(target, State.MISSING, None, f"{module} defines no {qualname}")
+    if target.public:  # another library's documented API: wrapped alike whatever its version
+        return Check(target, State.MATCHES, fingerprint, "a public API (present)")
     if fingerprint not in target.fingerprints.values():
         known_as = ", ".join(f"{release} {fp}" for release, fp in target.fingerprints.items())
         return Check(target, State.DIFFERS, fingerprint, f"its source changed (fingerprint {fingerprint}; {known_as})")

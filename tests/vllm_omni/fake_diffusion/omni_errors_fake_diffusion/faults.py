@@ -39,6 +39,7 @@ FAULTS = {
     "slow": "takes 2 s (keeps the request in flight while another one fails)",
     "hold": "takes 3 s and marks the moment it starts (something to interrupt with Ctrl+C)",
     "die": "the stage process is SIGKILLed (a segfault, the OOM killer): only in the subprocess mode",
+    "freeze": "the stage process is SIGSTOPped: silent on every link, as a host cut off the network looks",
 }
 
 
@@ -62,10 +63,10 @@ def raise_fault(name: str) -> None:
 
     if name != "slow":
         mark(name)
-    if name == "die":
+    if name in ("die", "freeze"):
         import signal
 
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL if name == "die" else signal.SIGSTOP)
     if name == "oom":
         raise torch.OutOfMemoryError(OOM_TEXT.format(pid=os.getpid()))
     if name == "oom-wrapped":

@@ -1,0 +1,283 @@
+"""vLLM-Omni's multi-node mode: what the head does when a stage loses its remote replicas.
+
+vLLM-Omni lets a replica re-register and restore service, so the single-host rule (a stage with no
+live replica left ends the pipeline) would end a head that could have recovered. For a stage
+whose replicas are remote (a head started with `--omni-master-address`), the plugin decides:
+
+1. Requests in flight on a lost replica are answered at once (`orchestrator`), each with a record
+   that keeps its `request_id` and `stage_id`.
+2. A stage left without a live replica opens a rejoin window (`WINDOW_ENV`, default
+   `DEFAULT_WINDOW_S`): a new request gets 503 `ServiceUnavailableError` at once, with
+   `Retry-After` the seconds left, and the head's `/health` is 503 (vLLM-Omni's own check).
+3. A replica that registers within the window restores service, without a restart.
+4. When the window passes, the pipeline ends like any fatal failure (`orchestrator.fail_pipeline`):
+   the exit code follows the one fatal policy (`lifecycle.failures.PRECEDENCE`) over the failures
+   the head saw: 81 when a replica ran out of memory, 80 when one reported a fatal failure, 86 when
+   one was lost without a record (killed, or cut off), so the platform's restart policy takes over.
+
+This module holds the windows (process-wide: the orchestrator's thread opens and closes them, the
+API's loop reads them) and the patches of vLLM-Omni's membership and dispatch code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from omni_errors._native import OmniErrorDetails
+from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
+
+__all__ = [
+    "COORDINATOR_HEARTBEAT_S",
+    "DEFAULT_WINDOW_S",
+    "REAP_TIMEOUT_S",
+    "REGISTRATION_POLL_MS",
+    "WINDOW_ENV",
+    "Outage",
+    "Rejoin",
+    "activate",
+    "active",
+    "make_do_register",
+    "make_fail_request_dead_stage",
+    "make_heartbeat_loop",
+    "make_membership_start",
+    "make_pick",
+    "make_registration_poll",
+    "make_wait_for_diffusion_replicas",
+    "rejoin",
+    "retry_after",
+    "unavailable_answer",
+]
+
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+
+#: Seconds a stage without replicas waits for one to register before the head ends.
+WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
+#: Long enough for a platform to restart a remote stage and load its model.
+DEFAULT_WINDOW_S = 120.0
+#: The launcher reaps its replica this long at most before it reads the exit code.
+REAP_TIMEOUT_S = 5.0
+#: How often the registration server checks whether it must stop (vLLM-Omni: every 5 s, which a
+#: head's shutdown waited for).
+REGISTRATION_POLL_MS = 100
+#: How often a stage tells the coordinator it is up (vLLM-Omni: every 5 s, hard-coded, so an
+#: `--omni-heartbeat-timeout` under 5 s detached healthy replicas).
+COORDINATOR_HEARTBEAT_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """A stage without a live replica: what ended its last one, the code that implies, and when the window ends."""
+
+    stage_id: int
+    details: OmniErrorDetails
+    code: ExitCode
+    deadline: float  # time.monotonic()
+
+    def retry_after(self) -> int:
+        """Whole seconds left in the window (at least 1: a client must not retry at once)."""
+        return max(1, math.ceil(self.deadline - time.monotonic()))
+
+
+class Rejoin:
+    """The rejoin windows of this process's stages."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._lock = threading.Lock()
+        self._outages: dict[int, Outage] = {}
+
+    def open(self, stage_id: int, details: OmniErrorDetails, code: ExitCode) -> Outage:
+        """Stage `stage_id` lost its last replica: its window starts now (an open one is kept)."""
+        with self._lock:
+            outage = self._outages.get(stage_id)
+            if outage is None:
+                outage = Outage(stage_id, details, code, time.monotonic() + self.window_s)
+                self._outages[stage_id] = outage
+                opened = True
+            else:
+                opened = False
+        if opened:
+            _log.error(
+                "omni-errors: stage-%d has no live replica; new requests get 503 for %.0f s while one may "
+                "register, then the head ends (exit %d)",
+                stage_id,
+                self.window_s,
+                int(code),
+            )
+        return outage
+
+    def close(self, stage_id: int) -> Outage | None:
+        """A replica of `stage_id` registered: its outage (if any) is over."""
+        with self._lock:
+            outage = self._outages.pop(stage_id, None)
+        if outage is not None:
+            _log.warning("omni-errors: stage-%d has a live replica again; serving", stage_id)
+        return outage
+
+    def outage(self, stage_id: int | None = None) -> Outage | None:
+        """The open outage of `stage_id`, or (None) the one whose window ends first."""
+        with self._lock:
+            if stage_id is not None:
+                return self._outages.get(stage_id)
+            return min(self._outages.values(), key=lambda o: o.deadline, default=None)
+
+    def expired(self, stage_id: int) -> Outage | None:
+        """The outage of `stage_id` if its window has passed."""
+        outage = self.outage(stage_id)
+        return outage if outage is not None and time.monotonic() >= outage.deadline else None
+
+
+def _window_from_env() -> float:
+    raw = os.environ.get(WINDOW_ENV)
+    if raw is None:
+        return DEFAULT_WINDOW_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 and math.isfinite(value)):
+        _log.error(
+            "omni-errors: %s=%r is not a positive number of seconds; using %g", WINDOW_ENV, raw, DEFAULT_WINDOW_S
+        )
+        return DEFAULT_WINDOW_S
+    return value
+
+
+_state_lock = threading.Lock()
+_rejoin: Rejoin | None = None
+_active = False
+
+
+def rejoin() -> Rejoin:
+    """The process's windows (the window length is read from the environment once)."""
+    global _rejoin
+    with _state_lock:
+        if _rejoin is None:
+            _rejoin = Rejoin(_window_from_env())
+        return _rejoin
+
+
+def activate() -> None:
+    """This process is the head of a multi-node deployment (its membership controller started)."""
+    global _active
+    _active = True
+
+
+def active() -> bool:
+    """Whether the lost-replica policy above decides here, rather than the single-host rule."""
+    return _active
+
+
+# -- patches --------------------------------------------------------------------------------------
+
+
+def make_membership_start(module: ModuleType, original: Any) -> Any:
+    """`MembershipController.start`: the head of a multi-node deployment follows this module's policy."""
+
+    def start(self: Any) -> Any:
+        activate()
+        return original(self)
+
+    return start
+
+
+def make_do_register(module: ModuleType, original: Any) -> Any:
+    """`MembershipController._do_register`: a replica that attaches ends its stage's outage."""
+
+    async def _do_register(self: Any, stage_id: int, replica_id: int) -> Any:
+        input_addr = await original(self, stage_id, replica_id)
+        if input_addr is not None:
+            rejoin().close(stage_id)
+        return input_addr
+
+    return _do_register
+
+
+def make_pick(module: ModuleType, original: Any) -> Any:
+    """`StagePool.pick`: a stage in an outage refuses at once instead of polling 10 s for a replica."""
+    unavailable = module.StageUnavailableError
+
+    async def pick(self: Any, request_id: str, *args: Any, **kwargs: Any) -> Any:
+        outage = rejoin().outage(self.stage_id)
+        if outage is not None:
+            raise unavailable(f"stage {self.stage_id} has no live replica (rejoin window)")
+        return await original(self, request_id, *args, **kwargs)
+
+    return pick
+
+
+def unavailable_answer(stage_id: int, request_id: str | None) -> OmniErrorDetails:
+    """The record of a request refused because its stage has no replica: 503, retried later."""
+    from omni_errors.core_table import unavailable_record
+
+    return unavailable_record(
+        f"Stage {stage_id} has no live replica; retry later", stage_id=stage_id, request_id=request_id
+    )
+
+
+def make_fail_request_dead_stage(module: ModuleType, original: Any) -> Any:
+    """`OrchestratorBase._fail_request_dead_stage`: in multi-node mode a stage without replicas is not fatal:
+    the request gets 503 (its stage may get a replica back)."""
+    from omni_errors.vllm_omni.records import error_message_class
+
+    async def _fail_request_dead_stage(self: Any, req_id: str, stage_id: int) -> None:
+        if not (active() and self.stage_pools[stage_id].is_distributed):
+            await original(self, req_id, stage_id)
+            return
+        await self.output_async_queue.put(error_message_class().of(unavailable_answer(stage_id, req_id)))
+        await self._cleanup_request_ids(
+            [req_id, *self._cfg_tracker.cleanup_parent(req_id)], abort=True, release_owners=True
+        )
+
+    return _fail_request_dead_stage
+
+
+def retry_after(details: OmniErrorDetails) -> int | None:
+    """`Retry-After` for a 503 answered in multi-node mode: the seconds left in its stage's window."""
+    if not active() or details.status_code != 503:
+        return None
+    outage = rejoin().outage(details.stage_id) if details.stage_id is not None else rejoin().outage()
+    return outage.retry_after() if outage is not None else math.ceil(rejoin().window_s)
+
+
+def make_heartbeat_loop(module: ModuleType, original: Any) -> Any:
+    """`OmniCoordClientForStage._heartbeat_loop`: a heartbeat every second, so that any coordinator
+    timeout from 2 s up keeps healthy replicas attached (the timeout stays vLLM-Omni's to set)."""
+
+    def _heartbeat_loop(self: Any) -> None:
+        self._heartbeat_interval = min(self._heartbeat_interval, COORDINATOR_HEARTBEAT_S)
+        original(self)
+
+    return _heartbeat_loop
+
+
+def make_registration_poll(module: ModuleType, original: int) -> int:
+    """`stage_engine_startup._POLL_PERIOD_MS`: the registration server notices its stop within 0.1 s."""
+    return min(int(original), REGISTRATION_POLL_MS)
+
+
+def make_wait_for_diffusion_replicas(module: ModuleType, original: Any) -> Any:
+    """`wait_for_diffusion_manager_liveness` (the headless launcher): the replica is reaped before its exit
+    code is read (vLLM-Omni reads it first, and exits 0 or 1 at random), and the launcher ends with it."""
+    connection = module.connection
+
+    def wait_for_diffusion_manager_liveness(managers: list[Any]) -> None:
+        by_sentinel = {manager.proc.sentinel: manager.proc for manager in managers}
+        first = by_sentinel[connection.wait(list(by_sentinel))[0]]
+        first.join(REAP_TIMEOUT_S)
+        code = first.exitcode
+        _log.info("omni-errors: headless diffusion replica %s exited (code=%s)", first.name, code)
+        if code is None or code == 0:
+            return
+        ended = stage_exit_code(code)
+        _log.error("omni-errors: the headless launcher exits with %d, as its replica ended", int(ended))
+        raise SystemExit(int(ended))
+
+    return wait_for_diffusion_manager_liveness
