@@ -24,6 +24,7 @@ import omni_errors
 from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageSpec
 from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
 from omni_errors.lifecycle.failures import classify_failure, fatal_cause
+from omni_errors.lifecycle.fast_exit import skip_final_collections
 from omni_errors.lifecycle.links import Abort, Add, LinkClosedError, Output, Shutdown, WorkerLink
 from omni_errors.lifecycle.signals import SignalLatch
 
@@ -57,6 +58,7 @@ class _Stop(Exception):
 
 def serve_stage(stage_id: int, spec: StageSpec, link: WorkerLink, config: WorkerConfig) -> int:
     """Run the stage until it stops; returns the exit code (the caller exits with it)."""
+    skip_final_collections()  # its stop deadline is 3 s; torch's teardown alone took longer
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.INFO, format=f"(stage {stage_id} pid %(process)d) %(levelname)s %(name)s: %(message)s"

@@ -16,9 +16,7 @@ original back. `status()` says what was decided, and why; `omni-errors doctor` p
 
 from __future__ import annotations
 
-import atexit
 import enum
-import gc
 import logging
 import os
 import threading
@@ -27,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 
 from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.lifecycle.fast_exit import skip_final_collections
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 
 __all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
@@ -134,7 +133,7 @@ def _check_keys() -> None:
         return
     try:
         load_keys(Path(directory))
-    except Exception as exc:  # omni-errors: ignore[OE202]: KeyFileError or OSError: reported, then the exit
+    except Exception as exc:  # a KeyFileError or an OSError: said once, then no process
         _decision_log.critical("omni-errors: %s cannot be used, so this process does not start: %s", KEYS_ENV, exc)
         raise SystemExit(int(ExitCode.STARTUP_FAILURE)) from None
 
@@ -151,10 +150,7 @@ def register() -> None:
         return
     if _status.decision is Decision.ENABLED:
         _check_keys()
-        # Registered first, so it runs last: the interpreter's final garbage collections over the
-        # millions of objects torch and vLLM leave take seconds (a stage that must end within 5 s
-        # spent 6 s in them); objects alive at exit get no finalizer promise anyway.
-        atexit.register(gc.freeze)
+        skip_final_collections()  # a stage that must end within 5 s spent 6 s collecting at exit
     from omni_errors.vllm_omni.hooks import when_imported
 
     when_imported(_API_SERVER, _publish)
@@ -177,7 +173,6 @@ def unapply() -> int:
         previous = _status
         _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
     cancel(_patch_module)
-    atexit.unregister(gc.freeze)
     restored = restore()
     fatal.reset()
     return restored

@@ -180,7 +180,7 @@ class LinkWatch:
         self._lost.set()
         try:
             self._on_lost(reason)
-        except Exception:  # the watcher must survive its subscriber
+        except Exception:  # omni-errors: ignore[OE202]: logged; the watcher must survive its subscriber
             _log.exception("omni-errors: link-loss callback of %s failed", self.name)
 
 
