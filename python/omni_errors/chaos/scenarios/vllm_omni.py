@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omni_errors.chaos.loadgen import http_call
 from omni_errors.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, expect
-from omni_errors.chaos.target import Launch, ServerCommand
+from omni_errors.chaos.target import Launch, ServerCommand, Target
 from omni_errors.lifecycle.exitcodes import ExitCode
 
-__all__ = ["SCENARIOS", "VllmOmniTarget", "model_dir"]
+__all__ = ["MODEL", "SCENARIOS", "VllmOmniTarget", "environment", "image_call", "model_dir", "off_and_on"]
 
 _MODEL_INDEX = {"_class_name": "StableDiffusion3Pipeline"}
 _VAE_CONFIG = {"block_out_channels": [128, 256, 512, 512]}
@@ -36,6 +37,21 @@ def model_dir(parent: Path) -> Path:
     (model / "model_index.json").write_text(json.dumps(_MODEL_INDEX))
     (model / "vae" / "config.json").write_text(json.dumps(_VAE_CONFIG))
     return model
+
+
+def environment(*, plugin: bool, fault_marker: Path, subprocess: bool = False) -> dict[str, str]:
+    """The environment of a CPU test server: the plugin on or off, the fake engine and its faults, offline."""
+    return {
+        "OMNI_ERRORS_VLLM_OMNI": "1" if plugin else "0",
+        "OMNI_FAKE_DIFFUSION": "1",
+        "OMNI_FAKE_DIFFUSION_MODE": "subprocess" if subprocess else "inline",
+        "OMNI_FAKE_DIFFUSION_MARKER": str(fault_marker),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "VLLM_LOGGING_COLOR": "0",
+    }
 
 
 @dataclass(frozen=True)
@@ -63,24 +79,15 @@ class VllmOmniTarget:
                 "--served-model-name",
                 MODEL,
             ],
-            env={
-                "OMNI_ERRORS_VLLM_OMNI": "1" if self.plugin else "0",
-                "OMNI_FAKE_DIFFUSION": "1",
-                "OMNI_FAKE_DIFFUSION_MODE": "subprocess" if self.subprocess else "inline",
-                "OMNI_FAKE_DIFFUSION_MARKER": str(launch.fault_marker),
-                "VLLM_TARGET_DEVICE": "cpu",
-                "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1",
-                "HF_DATASETS_OFFLINE": "1",
-                "VLLM_LOGGING_COLOR": "0",
-            },
+            env=environment(plugin=self.plugin, fault_marker=launch.fault_marker, subprocess=self.subprocess),
         )
 
 
 MODEL = "omni-tiny"  # the served model name
 
 
-def _images(ctx: Ctx, fault: str | None, i: int) -> Call:
+def image_call(ctx: Ctx, fault: str | None, i: int) -> Call:
+    """Request `i` for a 16x16 image, with `[fault:FAULT]` in its prompt when a fault is given."""
     marker = f" [fault:{fault}]" if fault else ""
     body: dict[str, Any] = {"model": MODEL, "prompt": f"image {i}{marker}", "size": "16x16"}
     return lambda: http_call(ctx.host, ctx.port, "POST", "/v1/images/generations", body, t0=ctx.t0)
@@ -102,8 +109,8 @@ def _fatal_among(fault: str, full: int) -> Load:
     """One request with `fault` first, then `full` (scaled) more queued behind it."""
 
     def load(ctx: Ctx) -> list[tuple[Call, Expect]]:
-        calls = [(_images(ctx, fault, 0), _FATAL)]
-        return calls + [(_images(ctx, "slow" if i == 1 else None, i), _OK_OR_FATAL) for i in range(1, ctx.n(full))]
+        calls = [(image_call(ctx, fault, 0), _FATAL)]
+        return calls + [(image_call(ctx, "slow" if i == 1 else None, i), _OK_OR_FATAL) for i in range(1, ctx.n(full))]
 
     return load
 
@@ -116,17 +123,18 @@ def _one(route: Any, fault: str, allowed: Expect) -> Load:
 
 
 def _hold(ctx: Ctx) -> list[tuple[Call, Expect]]:
-    return [(_images(ctx, "hold", 0), expect(("ok", 200, None), ("error", 500, ANY), ("lost", 0, None)))]
+    return [(image_call(ctx, "hold", 0), expect(("ok", 200, None), ("error", 500, ANY), ("lost", 0, None)))]
 
 
-def _both(
-    name: str, title: str, expect_exit: int, load: Load, *, subprocess: bool = False, **kw: Any
+def off_and_on(
+    name: str, title: str, target: Callable[[bool], Target], expect_exit: int, load: Load, **kw: Any
 ) -> list[Scenario]:
+    """The scenario twice: `NAME-off` (the plugin disabled, a baseline) and `NAME-on`; `target(plugin)`."""
     return [
         Scenario(
             f"{name}-{state}",
             f"{title} (plugin {state})",
-            VllmOmniTarget(plugin=state == "on", subprocess=subprocess),
+            target(state == "on"),
             lambda c: [],
             expect_exit,
             load,
@@ -135,6 +143,12 @@ def _both(
         )
         for state in ("off", "on")
     ]
+
+
+def _both(
+    name: str, title: str, expect_exit: int, load: Load, *, subprocess: bool = False, **kw: Any
+) -> list[Scenario]:
+    return off_and_on(name, title, lambda plugin: VllmOmniTarget(plugin, subprocess), expect_exit, load, **kw)
 
 
 SCENARIOS: list[Scenario] = [
