@@ -27,8 +27,7 @@ import httpx
 import pytest
 from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
-from omni_errors.vllm_omni.distributed import WINDOW_ENV
-from omni_errors.vllm_omni.sockets import KEYS_ENV
+from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
 
 __all__ = ["MODEL", "Deployment", "Node", "deployment"]
 

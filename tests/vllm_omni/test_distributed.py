@@ -14,7 +14,8 @@ import time
 
 from omni_errors.core_table import fatal_record
 from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, WINDOW_ENV, Rejoin, unavailable_answer
+from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, Rejoin, unavailable_answer
+from omni_errors.vllm_omni.settings import WINDOW_ENV
 
 EXPIRY_BOUND = 30.0  # only keeps a broken window from hanging the suite
 

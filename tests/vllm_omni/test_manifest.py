@@ -140,6 +140,8 @@ def test_every_attribute_an_entry_relies_on_exists_on_the_real_class(target: Tar
     module, _, rest = attribute.rpartition(":")
     owner_name, _, path = rest.partition(".")
     owner = getattr(importlib.import_module(module or target.module), owner_name)  # classes are never replaced
+    if not path:  # a name of the module itself (a class or a module it imports), found just above
+        return
     if isinstance(owner, type):
         assert _has_attribute(owner, path), f"{owner.__qualname__} has no {path}"
     else:  # a function: the attribute path it assigns

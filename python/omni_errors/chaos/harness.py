@@ -141,6 +141,7 @@ async def _run_load(
         ctx.t0 = time.monotonic()
         return
     calls = sc.load(ctx)
+    deadline = sc.deadline or deadline
     ctx.total = res.requests = len(calls)
     ctx.t0 = time.monotonic()
     bar.note = "load running"

@@ -68,6 +68,8 @@ class Scenario:
         starts: False when the server must fail before it serves (a startup fault).
         baseline: a run without the fix (e.g. the vLLM-Omni plugin disabled), shown beside the
             fixed run; its failures are the "before" column and never fail the command.
+        deadline: seconds after which this scenario's requests count as hung, when its requests
+            wait longer by design (a stage that must first register again); None: the run's.
     """
 
     name: str
@@ -80,3 +82,4 @@ class Scenario:
     stop_after_load: int | None = None
     starts: bool = True
     baseline: bool = False
+    deadline: float | None = None

@@ -26,6 +26,7 @@ from types import ModuleType
 
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.fast_exit import skip_final_collections
+from omni_errors.vllm_omni.settings import KEYS_ENV
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 
 __all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
@@ -126,11 +127,11 @@ def _patch_module(module: ModuleType) -> None:
 
 def _check_keys() -> None:
     """An operator who set CURVE keys gets them, or no process: never a plaintext deployment instead."""
-    from omni_errors.vllm_omni.sockets import KEYS_ENV, load_keys
-
     directory = os.environ.get(KEYS_ENV)
     if not directory:
         return
+    from omni_errors.vllm_omni.sockets import load_keys
+
     try:
         load_keys(Path(directory))
     except Exception as exc:  # a KeyFileError or an OSError: said once, then no process

@@ -32,13 +32,13 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
+from omni_errors.vllm_omni.settings import WINDOW_ENV
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
     "DEFAULT_WINDOW_S",
     "REAP_TIMEOUT_S",
     "REGISTRATION_POLL_MS",
-    "WINDOW_ENV",
     "Outage",
     "Rejoin",
     "activate",
@@ -57,8 +57,6 @@ __all__ = [
 
 _log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
-#: Seconds a stage without replicas waits for one to register before the head ends.
-WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
 #: Long enough for a platform to restart a remote stage and load its model.
 DEFAULT_WINDOW_S = 120.0
 #: The launcher reaps its replica this long at most before it reads the exit code.

@@ -62,8 +62,9 @@ def _loaded_by_vllm() -> tuple[bool, str | None]:
 
 def _multi_node() -> dict[str, Any]:
     """The head's rejoin window and the deployment's sockets (CURVE keys checked, as each process will)."""
-    from omni_errors.vllm_omni.distributed import WINDOW_ENV, rejoin
-    from omni_errors.vllm_omni.sockets import KEYS_ENV, load_keys
+    from omni_errors.vllm_omni.distributed import rejoin
+    from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
+    from omni_errors.vllm_omni.sockets import load_keys
 
     directory = os.environ.get(KEYS_ENV)
     sockets: dict[str, Any] = {"curve": directory is not None, "keys": directory, "error": None}

@@ -36,13 +36,12 @@ from typing import Any
 import zmq
 
 from omni_errors.vllm_omni import links
+from omni_errors.vllm_omni.settings import KEYS_ENV
 
-__all__ = ["KEYS_ENV", "SERVER_KEY", "Keys", "load_keys", "make_bind", "make_connect", "make_destroy", "make_term"]
+__all__ = ["SERVER_KEY", "Keys", "load_keys", "make_bind", "make_connect", "make_destroy", "make_term"]
 
 _log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
-#: A directory of `omni-errors keys` files: CURVE on every TCP socket of the deployment.
-KEYS_ENV = "OMNI_ERRORS_VLLM_OMNI_KEYS"
 #: The name of the head's key: the server key every connection authenticates.
 SERVER_KEY = "head"
 _MAX_DENIED_LOGGED = 64

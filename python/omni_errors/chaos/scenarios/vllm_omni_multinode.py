@@ -25,8 +25,8 @@ from omni_errors.lifecycle.exitcodes import ExitCode
 __all__ = ["SCENARIOS", "MultinodeTarget"]
 
 _WINDOW_S = 5.0
-_REJOIN_WINDOW_S = 900.0  # a new remote stage takes minutes to start on a loaded machine
-_REJOIN_DEADLINE_S = 900.0
+_REJOIN_WINDOW_S = 600.0  # a new remote stage takes minutes to start on a loaded machine
+_REJOIN_DEADLINE_S = 600.0
 _EXIT_DEADLINE = 30.0  # the window, then the head's own bounded shutdown; Ctrl+C after that
 
 
@@ -135,6 +135,7 @@ SCENARIOS: list[Scenario] = [
         window=_REJOIN_WINDOW_S,
         rejoin=True,
         stop_after_load=signal.SIGINT,
+        deadline=_REJOIN_DEADLINE_S,
     ),
     *_both("mn-ctrl-c", "Ctrl+C on the head while the remote stage is busy", 0, _hold, sigint_after_fault=0.5),
 ]
