@@ -11,6 +11,8 @@ OMNI_BIN  := $(OMNI_VENV)/bin
 # What runs against both vLLM versions: the semantics and the HTTP handlers (what the plugin loads
 # into vLLM-Omni's API process), and the plugin's own suite. The rest needs no second vLLM.
 OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
+# The multi-node cases (a real head and --headless stages in two network namespaces) are their own job.
+MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -21,8 +23,9 @@ AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 SELF_BASELINE := docs/audit/omni-errors.baseline.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build run bench test test-rust test-python lint format fuzz lock clean audit-corpus audit-inventory \
-	audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni bench-omni lock-omni
+.PHONY: help setup build run bench test test-rust test-python pytest lint format fuzz lock clean audit-corpus \
+	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
+	lock-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -44,13 +47,20 @@ run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 
 bench: build audit-corpus ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
-test: build lint test-rust test-python test-omni ## every check CI runs: lints, Rust tests, both Python environments
+# The three suites run side by side: each is mostly one process's imports and server starts, or
+# waits on a deadline (the multi-node cases), so together they take about the time of the longest
+# on a 2-core machine; every test holds beside a CPU-bound load by design. --output-sync keeps each
+# suite's output in one piece.
+test: build build-omni audit-corpus netns-deps lint test-rust ## every check CI runs: lints, Rust tests, both Python environments
+	$(MAKE) --no-print-directory -j3 --output-sync=target pytest pytest-omni pytest-multinode
 
 test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
 	$(CARGO) test --no-default-features --quiet
 	$(CARGO) test --lib --quiet py_
 
-test-python: build audit-corpus netns-deps ## the pytest suite
+test-python: build audit-corpus netns-deps pytest ## the pytest suite in .venv (vLLM 0.33)
+
+pytest:
 	$(BIN)/python -m pytest
 
 audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
@@ -75,8 +85,13 @@ build-omni: setup-omni build ## install omni-errors (the plugin's entry point) a
 		--no-build-isolation -e .
 	$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps -e tests/vllm_omni/fake_diffusion
 
-test-omni: build-omni ## the vLLM-Omni suite and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
-	$(OMNI_BIN)/python -m pytest $(OMNI_SUITES)
+test-omni: build-omni netns-deps pytest-omni pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
+
+pytest-omni:
+	$(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)'
+
+pytest-multinode:
+	$(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)
 
 bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
 	$(OMNI_BIN)/python benches/plugin_startup.py
