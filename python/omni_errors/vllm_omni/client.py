@@ -6,8 +6,8 @@
   and `shutdown` stops the proc within `STOP_TIMEOUT_S` (SIGTERM, then SIGKILL).
 - Error frames that carry a record become the request's error output with the record attached
   (the client's own error branch builds the same output from the flat fields, losing it). A
-  record frame without a request is the proc's death notice; the client keeps it (`death_of`),
-  and so it does the last fatal record a request's frame carried.
+  record frame without a request is the proc's death notice; the client keeps it, and so it does
+  the last fatal record a request's frame carried (`last_words`).
 - A remote replica's client (multi-node mode) has no process manager: its links stand in for
   the process (`links.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
 - `OmniRequestOutput.from_error`, called inside the `except` that caught a failure (the inline
@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from types import ModuleType
@@ -31,7 +32,7 @@ from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, s
 __all__ = [
     "SEND_TIMEOUT_MS",
     "STOP_TIMEOUT_S",
-    "death_of",
+    "last_words",
     "make_abort",
     "make_add_request",
     "make_collective_rpc_async",
@@ -101,8 +102,16 @@ def _link_lost(client: Any, reason: str) -> None:
         manager.proc.end()  # vLLM-Omni's own sentinel thread marks the client dead
 
 
-def death_of(client: Any) -> Carried | None:
-    """The record a replica's proc said it died of (its death notice, or its last fatal record), if any."""
+def last_words(client: Any) -> Carried | None:
+    """The record a dead replica's proc said it died of (its death notice, or its last fatal record), if any.
+
+    What the proc sent before it died is read first: a proc that exits at once is seen dead (its
+    sentinel, a refused send) while its frames still wait in the client's socket, unread.
+    """
+    drain = getattr(client, "_drain_responses", None)  # a StageDiffusionClient's (an LLM stage's has none)
+    if drain is not None:
+        with contextlib.suppress(zmq.ZMQError):  # a socket already closed has nothing left to read
+            drain()
     return getattr(getattr(client, "_decoder", None), "death", None)
 
 

@@ -243,11 +243,13 @@ TARGETS: tuple[Target, ...] = (
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
-                      "vllm_omni.engine.stage_pool:StagePool.live_replica_ids"),
+                      "vllm_omni.engine.stage_pool:StagePool.live_replica_ids",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses"),
            hop="dead replicas",
            does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
-                "ends (exit 85, or 80 when a record said why). A lost remote replica is answered and detached "
-                "through the membership's own unregister, and its stage waits for a replica (`distributed`)",
+                "ends (exit 85, or the code of the record its proc sent before it died, read first). A lost "
+                "remote replica is answered and detached through the membership's own unregister, and its "
+                "stage waits for a replica (`distributed`)",
            upstream="a dead pipeline ends the server; " + _REJOIN_UPSTREAM),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},

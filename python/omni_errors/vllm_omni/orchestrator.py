@@ -28,7 +28,7 @@ from omni_errors.errors import InvalidRecordError
 from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.failures import canonical_fatal
 from omni_errors.vllm_omni import distributed, fatal
-from omni_errors.vllm_omni.client import death_of
+from omni_errors.vllm_omni.client import last_words
 from omni_errors.vllm_omni.links import RemoteReplica
 from omni_errors.vllm_omni.records import Carried, error_message_class, output_record, record_message_class
 
@@ -133,12 +133,18 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         if remote is not None:
             await _lose_remote_replica(self, stage_id, replica_id, remote)
             return
-        await original(self, stage_id, replica_id, error)
         pool = self.stage_pools[stage_id]
+        # Read before the original closes its socket: the records the proc sent before it died.
+        death = last_words(pool.clients[replica_id]) if 0 <= replica_id < len(pool.clients) else None
+        await original(self, stage_id, replica_id, error)
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
-        carried_details = getattr(error, "details", None)
-        code = ExitCode.FATAL_ENGINE if isinstance(carried_details, OmniErrorDetails) else ExitCode.STAGE_LOST
+        if death is not None:
+            code = ExitCode(death.exit_code or ExitCode.FATAL_ENGINE)
+        elif isinstance(getattr(error, "details", None), OmniErrorDetails):
+            code = ExitCode.FATAL_ENGINE
+        else:
+            code = ExitCode.STAGE_LOST
         _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
         await fail_pipeline(self, fatal_record(stage_id=stage_id), code)
 
@@ -148,7 +154,7 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
 async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
     """A remote replica is gone: answer its requests, detach it (so that it may register again), and
     if its stage has no replica left, open the stage's rejoin window."""
-    death = death_of(client) or Carried(fatal_record(stage_id=stage_id), int(ExitCode.LINK_LOST))
+    death = last_words(client) or Carried(fatal_record(stage_id=stage_id), int(ExitCode.LINK_LOST))
     _log.error(
         "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
         stage_id,
