@@ -193,3 +193,42 @@ def test_a_remote_replica_stands_in_for_its_process() -> None:
     replica.shutdown()
     assert not replica.proc.is_alive()
     assert multiprocessing.connection.wait([replica.proc.sentinel], timeout=5) == [replica.proc.sentinel]
+
+
+_BINDER = textwrap.dedent(
+    """
+    import time, zmq
+    pull = zmq.Context().socket(zmq.PULL)
+    print(pull.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+    pull.recv()
+    print("received", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_connect_that_completes_before_its_socket_is_collected_is_watched() -> None:
+    """Under load a connect completes, handshake included, before `connect` returns to its thread (a
+    remote proc's links to its head): the watch still sees the link, and its peer's death."""
+    peer = subprocess.Popen([sys.executable, "-c", _BINDER], stdout=subprocess.PIPE, text=True)
+    ctx: zmq.Context[Any] = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    lost = threading.Event()
+    watch = LinkWatch("proc", (), lambda reason: lost.set())
+    try:
+        assert peer.stdout is not None
+        endpoint = f"tcp://127.0.0.1:{int(peer.stdout.readline())}"
+        watch = LinkWatch("proc", (endpoint,), lambda reason: lost.set())
+        links.expect(watch)
+        links.before(push, endpoint)
+        push.connect(endpoint)
+        push.send(b"x")
+        assert peer.stdout.readline().strip() == "received"  # connected and handshaken, not yet collected
+        links.after(push, endpoint)
+        os.kill(peer.pid, signal.SIGKILL)
+        assert lost.wait(REPORTED), "the link's peer died and the watch never said so"
+    finally:
+        watch.stop()
+        push.close(linger=0)
+        ctx.term()
+        _end(peer)

@@ -8,9 +8,10 @@ that the head is gone. Here each link of a remote replica (a `tcp://` endpoint) 
 
 - ZMTP heartbeats, set before it binds or connects: a PING every `HEARTBEAT_IVL_MS`, and a
   connection whose peer has said nothing for `HEARTBEAT_TIMEOUT_MS` is dropped (a network cut);
-- a socket monitor, read by one thread per replica (`LinkWatch`): a link whose peer completed its
-  handshake and then disconnected (a reset or FIN when the peer dies, a heartbeat timeout when the
-  network is cut) is lost, and the watch calls its `on_lost` once.
+- a socket monitor, also set up before it binds or connects, read by one thread per replica
+  (`LinkWatch`): a link whose peer completed its handshake and then disconnected (a reset or FIN
+  when the peer dies, a heartbeat timeout when the network is cut) is lost, and the watch calls
+  its `on_lost` once.
 
 Which sockets are links is known by their endpoints: the plugin `expect`s a replica's two
 addresses just before vLLM-Omni binds or connects them, and `sockets` hands each matching socket
@@ -110,23 +111,23 @@ class LinkWatch:
         self.sockets: dict[str, zmq.Socket[Any]] = {}
         self._on_lost = on_lost
         self._monitors: list[tuple[zmq.Socket[Any], _Peers]] = []
+        self._lock = threading.Lock()  # the owner's thread adds monitors while this watch's thread reads them
         self._stop = threading.Event()
         self._lost = threading.Event()
         self._thread: threading.Thread | None = None
 
     def before(self, socket: zmq.Socket[Any], endpoint: str) -> None:
-        """Options a link needs before it binds or connects (the owner's thread)."""
-        if _watched(endpoint):
-            socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
-            socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
-            socket.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
-            # What is still queued for a peer that is gone is never delivered: closing must not wait for it.
-            socket.setsockopt(zmq.LINGER, 0)
-
-    def attach(self, socket: zmq.Socket[Any], endpoint: str) -> None:
-        """Collect a bound or connected link (the owner's thread); the watch starts once all are here."""
-        self.sockets[endpoint] = socket
-        if _watched(endpoint):
+        """What a link needs before it binds or connects (the owner's thread): its options, and its
+        monitor, so that no event is missed (under load a connect completes, handshake included,
+        before `connect` returns to this thread)."""
+        if not _watched(endpoint):
+            return
+        socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+        socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+        socket.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+        # What is still queued for a peer that is gone is never delivered: closing must not wait for it.
+        socket.setsockopt(zmq.LINGER, 0)
+        with self._lock:
             address = f"inproc://omni-errors-link-{id(self):x}-{len(self._monitors)}"
             socket.monitor(address, _EVENTS)
             # A sync PAIR in the same libzmq context, whatever the socket's flavour (asyncio in the proc).
@@ -135,9 +136,13 @@ class LinkWatch:
             )
             monitor.connect(address)
             self._monitors.append((monitor, _Peers(endpoint)))
-        if len(self.sockets) == len(self.endpoints) and self._monitors and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"omni-errors-links-{self.name}", daemon=True)
-            self._thread.start()
+            if self._thread is None:  # from the first monitor on: the thread closes each when its link closes
+                self._thread = threading.Thread(target=self._run, name=f"omni-errors-links-{self.name}", daemon=True)
+                self._thread.start()
+
+    def attach(self, socket: zmq.Socket[Any], endpoint: str) -> None:
+        """Collect a bound or connected link (the owner's thread)."""
+        self.sockets[endpoint] = socket
 
     def stop(self) -> None:
         """Stop reporting (the owner is closing the links on purpose)."""
@@ -147,12 +152,18 @@ class LinkWatch:
         from zmq.utils.monitor import recv_monitor_message
 
         poller = zmq.Poller()
-        peers_of = {}
-        for monitor, peers in self._monitors:
-            poller.register(monitor, zmq.POLLIN)
-            peers_of[monitor] = peers
+        peers_of: dict[zmq.Socket[Any], _Peers] = {}
+        registered = 0
         try:
-            while peers_of:
+            while True:
+                with self._lock:
+                    added = self._monitors[registered:]
+                for monitor, peers in added:  # a link's monitor set up since the last poll
+                    poller.register(monitor, zmq.POLLIN)
+                    peers_of[monitor] = peers
+                registered += len(added)
+                if not peers_of:  # every link was closed
+                    break
                 try:
                     ready = poller.poll(_POLL_MS)
                 except zmq.ZMQError:  # the context is being terminated
@@ -171,7 +182,9 @@ class LinkWatch:
                     elif peers_of[monitor].event(event, message["value"]):
                         self._report(f"{peers_of[monitor].endpoint}: its peer disconnected or stopped answering")
         finally:
-            for monitor, _ in self._monitors:
+            with self._lock:
+                monitors = list(self._monitors)
+            for monitor, _ in monitors:
                 monitor.close(linger=0)
 
     def _report(self, reason: str) -> None:
