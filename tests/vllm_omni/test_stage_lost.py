@@ -37,5 +37,5 @@ def test_with_the_plugin_the_server_exits_85(tmp_path: Path) -> None:
         response = server.images("a cat [fault:die]", timeout=30)
         assert response.status_code == 500
         assert error_of(response)["stage_id"] == 0
-        assert server.wait_exit(10) == ExitCode.STAGE_LOST
+        assert server.wait_exit(30) == ExitCode.STAGE_LOST
         assert_clean_exit(server)
