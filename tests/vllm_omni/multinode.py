@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import psutil
 import pytest
 from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
@@ -62,16 +63,32 @@ class Node:
             pass
 
     def close(self) -> None:
+        """Stop the node and every process it started, whether or not the node itself has exited."""
         if self.proc.poll() is None:
             self.signal_group(signal.SIGTERM)
             if self.wait_exit(STOP_GRACE) is None:
                 self.signal_group(signal.SIGKILL)
                 self.proc.wait()
+        # What it started may outlive it: vLLM-Omni's launcher exits while the proc it SIGTERMed stops.
+        deadline = time.monotonic() + STOP_GRACE
+        while self._group() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._group():
+            self.signal_group(signal.SIGKILL)
+
+    def _group(self) -> list[int]:
+        """The live processes of this node's process group (its session: each node has its own)."""
+        members = []
+        for process in psutil.process_iter(["pid", "status"]):
+            try:
+                if os.getpgid(process.pid) == self.proc.pid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                    members.append(process.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return members
 
     def stage_proc(self) -> int:
         """The pid of the StageDiffusionProc this remote stage's launcher started."""
-        import psutil
-
         for child in psutil.Process(self.proc.pid).children(recursive=True):
             if "spawn_main" in " ".join(child.cmdline()):
                 return child.pid
