@@ -28,6 +28,7 @@ import psutil
 import pytest
 from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
+from omni_errors.chaos.watch import alive
 from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
 
 __all__ = ["MODEL", "Deployment", "Node", "deployment"]
@@ -79,12 +80,13 @@ class Node:
     def _group(self) -> list[int]:
         """The live processes of this node's process group (its session: each node has its own)."""
         members = []
-        for process in psutil.process_iter(["pid", "status"]):
+        for pid in psutil.pids():
             try:
-                if os.getpgid(process.pid) == self.proc.pid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                    members.append(process.pid)
-            except (ProcessLookupError, psutil.Error):
+                in_group = os.getpgid(pid) == self.proc.pid
+            except ProcessLookupError:
                 continue
+            if in_group and alive(pid):
+                members.append(pid)
         return members
 
     def stage_proc(self) -> int:

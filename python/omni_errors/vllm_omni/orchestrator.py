@@ -83,12 +83,17 @@ def make_orchestrator_init(module: ModuleType, original: Any) -> Any:
     return __init__
 
 
+def _client(orchestrator: Any, stage_id: int, replica_id: int) -> Any:
+    """The client of replica `replica_id` of stage `stage_id`, or None if the pool has no such slot."""
+    clients = orchestrator.stage_pools[stage_id].clients
+    return clients[replica_id] if 0 <= replica_id < len(clients) else None
+
+
 def _remote_client(orchestrator: Any, stage_id: int, replica_id: int | None) -> Any:
     """The head-side client of a remote replica (multi-node mode), or None for any other replica."""
     if replica_id is None or getattr(orchestrator, "_membership", None) is None:
         return None
-    clients = orchestrator.stage_pools[stage_id].clients
-    client = clients[replica_id] if 0 <= replica_id < len(clients) else None
+    client = _client(orchestrator, stage_id, replica_id)
     return client if isinstance(getattr(client, "_proc_manager", None), RemoteReplica) else None
 
 
@@ -135,7 +140,8 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
             return
         pool = self.stage_pools[stage_id]
         # Read before the original closes its socket: the records the proc sent before it died.
-        death = last_words(pool.clients[replica_id]) if 0 <= replica_id < len(pool.clients) else None
+        client = _client(self, stage_id, replica_id)
+        death = last_words(client) if client is not None else None
         await original(self, stage_id, replica_id, error)
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
