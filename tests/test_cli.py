@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,22 @@ def test_plaintext_links_are_refused_off_loopback(tmp_path: Path) -> None:
     assert "only allowed on a loopback address (127.0.0.0/8 or ::1), not '169.254.0.1'" in out.stderr
     out = _cli("stage", "code2wav", "--plaintext", "--connect", "tcp://10.1.2.3:5570")
     assert out.returncode == 2 and "only allowed on a loopback address" in out.stderr
+
+
+def test_serve_refuses_a_descriptor_that_is_not_a_listening_socket() -> None:
+    out = _cli("serve", "--fd", "987")
+    assert out.returncode == 2 and "omni-errors serve: --fd 987: Bad file descriptor" in out.stderr
+    with socket.socket() as unbound:  # a TCP socket, neither bound nor listening
+        fd = str(unbound.fileno())
+        out = subprocess.run(
+            [sys.executable, "-m", "omni_errors.cli", "serve", "--fd", fd],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            pass_fds=(unbound.fileno(),),
+        )
+    assert out.returncode == 2 and f"omni-errors serve: --fd {fd}: not a listening TCP socket" in out.stderr
 
 
 def test_stage_reports_a_missing_or_open_key(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from omni_errors.chaos.watch import ProcessWatcher, free_port, kill
+from omni_errors.chaos.watch import ProcessWatcher, kill
 
 STARTUP_TIMEOUT = 240.0  # vLLM's import alone takes 15-60 s on two shared cores
 
@@ -31,11 +32,14 @@ class Server:
 
 
 def start_server(*extra: str) -> Server:
-    port = free_port()
     log = Path(tempfile.mkdtemp(prefix="omni-pipeline-test-")) / "server.log"
-    args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--port", str(port), *extra]
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    # Bound here and handed to serve (--fd): a port chosen first and bound later can be taken meanwhile.
+    with socket.create_server(("127.0.0.1", 0)) as listener, open(log, "wb") as f:
+        port = int(listener.getsockname()[1])
+        args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--fd", str(listener.fileno()), *extra]
+        proc = subprocess.Popen(
+            args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(listener.fileno(),)
+        )
     server = Server(f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}", proc, log, ProcessWatcher(proc.pid))
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:

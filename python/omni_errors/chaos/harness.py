@@ -1,6 +1,6 @@
 """Runs one scenario: a fresh server from its target, the load, and a verdict on every request.
 
-Each scenario's server runs in its own session on a free loopback port. The harness checks: every
+Each scenario's server runs in its own session on a loopback socket the harness binds. It checks: every
 request answered (no `lost`: a dropped connection or a stream without its terminal event; no
 `hung`: no answer by the deadline), each answer as the scenario expects, no sensitive text in any
 error, the server's exit code, no orphan processes and no leftover shared-memory segments.
@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from omni_errors.chaos.loadgen import Outcome, http_call
 from omni_errors.chaos.report import Progress, ScenarioResult
 from omni_errors.chaos.scenario import Call, Ctx, Scenario
 from omni_errors.chaos.target import Launch
-from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
+from omni_errors.chaos.watch import ProcessWatcher, kill, shm_entries
 from omni_errors.pipeline.faults import first_fault_time
 
 __all__ = ["HOST", "LEAKS", "run_scenario", "run_scenarios"]
@@ -61,22 +62,30 @@ async def run_scenario(
 ) -> ScenarioResult:
     """Start the scenario's server, run its load, stop it, and check everything it promised."""
     res = ScenarioResult(sc.name, sc.title, expected_exit=sc.expect_exit, baseline=sc.baseline)
-    ctx = Ctx(host=HOST, port=free_port(HOST), scale=scale)
     bar = Progress(sc.name, progress)
     tmp = Path(tempfile.mkdtemp(prefix=f"omni-chaos-{sc.name}-"))
     marker, log_path = tmp / "fault", tmp / "server.log"
     shm_before = shm_entries()
-    launch = Launch(python, HOST, ctx.port, marker, step_interval, startup_timeout, tuple(sc.args(ctx)))
-    command = sc.target.command(launch)
-    t_start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command.argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **command.env},
-        )
+    # The server's socket is bound here and handed over (Launch.listen_fd): a port chosen now and
+    # bound later by the server could be taken meanwhile by anything else on the machine.
+    with socket.create_server((HOST, 0)) as listener:
+        ctx = Ctx(host=HOST, port=int(listener.getsockname()[1]), scale=scale)
+        args = tuple(sc.args(ctx))
+        launch = Launch(python, HOST, ctx.port, marker, step_interval, startup_timeout, args, listener.fileno())
+        command = sc.target.command(launch)
+        if listener.fileno() not in command.pass_fds:
+            listener.close()  # the server binds the port itself (vLLM's serve): free it for that
+        t_start = time.monotonic()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                command.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **command.env},
+                pass_fds=command.pass_fds,
+            )
+    # The server holds the socket alone now: when it exits, connections are refused at once.
     watcher = ProcessWatcher(proc.pid)
     stop_watching = asyncio.Event()
     watching = asyncio.create_task(watcher.watch(stop_watching))
@@ -114,8 +123,12 @@ async def _wait_healthy(
 ) -> None:
     """Until the health path answers 200, the process ends, or the startup deadline passes."""
     limit = time.monotonic() + startup_timeout
-    while time.monotonic() < limit and proc.poll() is None:
-        health = await http_call(ctx.host, ctx.port, "GET", sc.target.health_path)
+    while (left := limit - time.monotonic()) > 0 and proc.poll() is None:
+        # A connection waits in the bound socket's backlog until the server serves: bound it too.
+        try:
+            health = await asyncio.wait_for(http_call(ctx.host, ctx.port, "GET", sc.target.health_path), left)
+        except asyncio.TimeoutError:
+            return
         if health.status == 200:
             return
         bar.show(ctx.done, ctx.total, time.monotonic() - t_start)

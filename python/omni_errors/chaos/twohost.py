@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -38,6 +39,14 @@ def _args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--delay", type=float, default=0.0, help="seconds the relay adds each way")
     p.add_argument("--partition-after", type=int, metavar="BYTES", help="hold the link after this much output")
     p.add_argument("--fault-marker", type=Path, help="where the partition's time is written (and serve's faults')")
+    p.add_argument(
+        "--pass-fd",
+        type=int,
+        action="append",
+        default=[],
+        metavar="FD",
+        help="a descriptor serve inherits (repeatable): the launcher's bound HTTP socket that serve's --fd names",
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     return p.parse_args(argv[:split]), argv[split + 1 :]
@@ -65,9 +74,11 @@ async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) ->
          "--link-bind", f"tcp://127.0.0.1:{link_port}", "--link-fd", str(link_sock.fileno()),
          "--link-key", str(keydir / "serve.key_secret"),
          "--link-allow", str(keydir / f"{args.stage}.key")],
-        pass_fds=(link_sock.fileno(),),
+        pass_fds=(link_sock.fileno(), *args.pass_fd),
     )  # fmt: skip
     link_sock.close()  # serve holds it now
+    for fd in args.pass_fd:
+        os.close(fd)  # serve's alone: a copy held here would queue connections after serve has gone
     stage = subprocess.Popen(
         [args.python, "-m", "omni_errors.cli", "stage", args.stage, "--connect", f"tcp://127.0.0.1:{relay.port}",
          "--key", str(keydir / f"{args.stage}.key_secret"), "--server-key", str(keydir / "serve.key")]

@@ -30,7 +30,11 @@ SHM_DIR = Path("/dev/shm")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on `host` now (the kernel's choice for port 0)."""
+    """A TCP port that is free on `host` now (the kernel's choice for port 0).
+
+    Only for a server that binds a port by number (vLLM's `serve --port`): the port can be taken
+    between this call and that bind. One that can inherit a socket gets it bound instead.
+    """
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

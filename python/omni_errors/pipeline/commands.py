@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import errno
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +23,13 @@ SHM_PREFIX = "omni_pipe_"
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to bind (default: %(default)s)")
+    p.add_argument(
+        "--fd",
+        type=int,
+        metavar="FD",
+        help="serve on this inherited listening socket, already bound by the launcher, instead of "
+        "binding --host/--port (so no port is chosen first and bound later)",
+    )
     p.add_argument("--model", default="omni-tiny", help="served model name (default: %(default)s)")
     p.add_argument(
         "--step-interval", type=float, default=0.02, help="seconds per engine step in each stage (default: %(default)s)"
@@ -60,6 +69,16 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _inherited_listener(fd: int) -> socket.socket:
+    """The listening TCP socket at descriptor `fd` (OSError naming what it is not)."""
+    sock = socket.socket(fileno=fd)  # EBADF: no such descriptor; ENOTSOCK: not a socket
+    if sock.type != socket.SOCK_STREAM or not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        sock.detach()  # not ours to close
+        raise OSError(errno.EINVAL, "not a listening TCP socket")
+    sock.set_inheritable(False)  # the stage processes must not keep the port open after serve exits
+    return sock
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     from omni_errors.lifecycle.fast_exit import skip_final_collections
     from omni_errors.lifecycle.remote import keys
@@ -74,6 +93,14 @@ def _run_serve(args: argparse.Namespace) -> int:
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors serve: {exc}\n")
         return USAGE
+    listener, host, port = None, args.host, args.port
+    if args.fd is not None:
+        try:
+            listener = _inherited_listener(args.fd)
+        except OSError as exc:
+            sys.stderr.write(f"omni-errors serve: --fd {args.fd}: {exc.strerror or exc}\n")
+            return USAGE
+        host, port = listener.getsockname()[:2]
 
     import asyncio
 
@@ -87,8 +114,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     cfg = ServeConfig(
-        host=args.host,
-        port=args.port,
+        host=host,
+        port=port,
         log_level=args.log_level,
         limits=Limits(model=args.model, max_tokens=args.max_tokens, allow_request_faults=args.allow_request_faults),
         pipeline=PipelineConfig(
@@ -109,7 +136,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             shm_prefix=SHM_PREFIX,
         ),
     )
-    code = asyncio.run(serve(cfg))
+    code = asyncio.run(serve(cfg, listener))
     log = logging.getLogger("omni_errors.pipeline.server")
     log.info("event loop closed; exit code %d", code)
     atexit.register(log.info, "interpreter shutdown done")

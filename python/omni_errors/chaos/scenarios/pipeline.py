@@ -16,7 +16,7 @@ from omni_errors.chaos.scenario import Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.lifecycle.exitcodes import ExitCode
 
-__all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget", "streams"]
+__all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget", "serve_listener", "streams"]
 
 MODEL = "omni-tiny"
 SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must never be echoed
@@ -30,25 +30,21 @@ class ServeTarget:
     health_path: str = "/health"
 
     def command(self, launch: Launch) -> ServerCommand:
+        listen, fds = serve_listener(launch)
         return ServerCommand(
-            [
-                launch.python,
-                "-m",
-                "omni_errors.pipeline",
-                "serve",
-                "--host",
-                launch.host,
-                "--port",
-                str(launch.port),
-                "--fault-marker",
-                str(launch.fault_marker),
-                "--step-interval",
-                str(launch.step_interval),
-                "--startup-timeout",
-                str(launch.startup_timeout),
-                *launch.args,
-            ]
-        )
+            [launch.python, "-m", "omni_errors.pipeline", "serve", *listen,
+             "--fault-marker", str(launch.fault_marker), "--step-interval", str(launch.step_interval),
+             "--startup-timeout", str(launch.startup_timeout), *launch.args],
+            pass_fds=fds,
+        )  # fmt: skip
+
+
+def serve_listener(launch: Launch) -> tuple[list[str], tuple[int, ...]]:
+    """`serve`'s flags for where it listens, and the descriptors it inherits for them: the harness's
+    bound socket (`--fd`) when there is one, else `--host`/`--port`."""
+    if launch.listen_fd is None:
+        return ["--host", launch.host, "--port", str(launch.port)], ()
+    return ["--fd", str(launch.listen_fd)], (launch.listen_fd,)
 
 
 PIPELINE = ServeTarget()

@@ -11,7 +11,7 @@ import signal
 from dataclasses import dataclass
 
 from omni_errors.chaos.scenario import Scenario, expect
-from omni_errors.chaos.scenarios.pipeline import streams
+from omni_errors.chaos.scenarios.pipeline import serve_listener, streams
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.lifecycle.exitcodes import ExitCode
 
@@ -29,11 +29,12 @@ class TwoHostTarget:
 
     def command(self, launch: Launch) -> ServerCommand:
         relay, serve = _split(launch.args)
+        listen, fds = serve_listener(launch)
         return ServerCommand(
             [launch.python, "-m", "omni_errors.chaos.twohost", "--python", launch.python,
-             "--fault-marker", str(launch.fault_marker), *relay, "--",
-             "--host", launch.host, "--port", str(launch.port), "--step-interval", str(launch.step_interval),
-             "--startup-timeout", str(launch.startup_timeout), *serve]
+             *(f"--pass-fd={fd}" for fd in fds), "--fault-marker", str(launch.fault_marker), *relay, "--", *listen,
+             "--step-interval", str(launch.step_interval), "--startup-timeout", str(launch.startup_timeout), *serve],
+            pass_fds=fds,
         )  # fmt: skip
 
 
