@@ -9,7 +9,17 @@ import sys
 import time
 from multiprocessing import shared_memory
 
-from omni_errors.chaos.watch import ProcessWatcher, alive, children, descendants, free_port, kill, shm_entries, shm_of
+from omni_errors.chaos.watch import (
+    ProcessWatcher,
+    alive,
+    children,
+    descendants,
+    free_port,
+    kill,
+    shm_entries,
+    shm_of,
+    unlink_shm,
+)
 
 # A parent that starts a grandchild, prints its pid, then exits: the grandchild is orphaned.
 ORPHANING = (
@@ -83,3 +93,13 @@ def test_shm_left_and_free_port() -> None:
         shm.unlink()
     assert ProcessWatcher(os.getpid()).shm_left(before) == []
     assert 0 < free_port() < 65536
+
+
+def test_unlink_shm_removes_what_a_killed_server_left() -> None:
+    shm = shared_memory.SharedMemory(name=f"omni_watch_{os.getpid()}_left", create=True, size=16)
+    shm.close()
+    try:
+        unlink_shm([shm.name, f"omni_watch_{os.getpid()}_gone"])  # the second one never existed
+        assert shm_entries(shm.name) == set()
+    finally:
+        unlink_shm([shm.name])

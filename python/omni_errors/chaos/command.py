@@ -16,7 +16,7 @@ from omni_errors.chaos.scenarios import SCENARIOS, TARGETS, of_target
 
 __all__ = ["add_arguments", "add_command", "run_cli"]
 
-ALL_PASSED, SOME_FAILED, USAGE = 0, 1, 2
+ALL_PASSED, SOME_FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 VLLM_OMNI_NEEDS = (
     "--target vllm-omni runs the real `vllm-omni serve` on CPU with a fake diffusion engine, "
     "omni_errors_fake_diffusion: a test double that is not part of the omni-errors wheel. From a source "
@@ -73,16 +73,20 @@ def run_cli(args: argparse.Namespace) -> int:
     from omni_errors.chaos.harness import run_scenarios
 
     progress = not args.no_progress and sys.stderr.isatty()
-    results = asyncio.run(
-        run_scenarios(
-            [mine[n] for n in names],
-            scale=args.scale,
-            progress=progress,
-            deadline=args.deadline,
-            startup_timeout=args.startup_timeout,
-            step_interval=args.step_interval,
+    try:
+        results = asyncio.run(
+            run_scenarios(
+                [mine[n] for n in names],
+                scale=args.scale,
+                progress=progress,
+                deadline=args.deadline,
+                startup_timeout=args.startup_timeout,
+                step_interval=args.step_interval,
+            )
         )
-    )
+    except KeyboardInterrupt:  # the running scenario's server and what it left are gone already
+        sys.stderr.write("omni-errors chaos: interrupted; no report\n")
+        return INTERRUPTED
     from omni_errors.chaos.report import table
 
     text = table(results)

@@ -23,7 +23,7 @@ from omni_errors.chaos.loadgen import Outcome, http_call
 from omni_errors.chaos.report import Progress, ScenarioResult
 from omni_errors.chaos.scenario import Call, Ctx, Scenario
 from omni_errors.chaos.target import Launch
-from omni_errors.chaos.watch import ProcessWatcher, kill, shm_entries
+from omni_errors.chaos.watch import ProcessWatcher, kill, shm_entries, unlink_shm
 from omni_errors.pipeline.faults import first_fault_time
 
 __all__ = ["HOST", "LEAKS", "run_scenario", "run_scenarios"]
@@ -110,10 +110,13 @@ async def run_scenario(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()  # omni-errors: ignore[OE303]: bounded by the SIGKILL just sent
-    await asyncio.sleep(0.3)
-    res.orphans = watcher.orphans()
-    kill(res.orphans)  # the report names them; the machine should not keep them
-    res.shm_left = watcher.shm_left(shm_before)
+        # On every path, an interrupted run included: the report names what the server left, and
+        # the machine keeps none of it.
+        await asyncio.sleep(0.3)
+        res.orphans = watcher.orphans()
+        kill(res.orphans)
+        res.shm_left = watcher.shm_left(shm_before)
+        unlink_shm(res.shm_left)
     res.log = str(log_path)
     return res
 

@@ -24,6 +24,7 @@ __all__ = [
     "kill",
     "shm_entries",
     "shm_of",
+    "unlink_shm",
 ]
 
 SHM_DIR = Path("/dev/shm")
@@ -101,6 +102,15 @@ def shm_entries(prefix: str = "") -> set[str]:
         return {name for name in os.listdir(SHM_DIR) if name.startswith(prefix)}
     except OSError:
         return set()
+
+
+def unlink_shm(names: Iterable[str]) -> None:
+    """Remove these segments from `/dev/shm`; one already gone is skipped."""
+    for name in names:
+        try:
+            (SHM_DIR / name).unlink()
+        except FileNotFoundError:
+            pass
 
 
 def shm_of(pids: Iterable[int], names: Iterable[str]) -> list[str]:
