@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 
 from omni_errors.chaos.scenarios import SCENARIOS, TARGETS, of_target
+from omni_errors.lifecycle.exitcodes import exit_code_for_signal
 
 __all__ = ["add_arguments", "add_command", "run_cli"]
 
-ALL_PASSED, SOME_FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+ALL_PASSED, SOME_FAILED, USAGE = 0, 1, 2
+INTERRUPTED = exit_code_for_signal(signal.SIGINT)  # 130, as `serve` ends on Ctrl+C
 VLLM_OMNI_NEEDS = (
     "--target vllm-omni runs the real `vllm-omni serve` on CPU with a fake diffusion engine, "
     "omni_errors_fake_diffusion: a test double that is not part of the omni-errors wheel. From a source "
