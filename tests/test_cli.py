@@ -10,9 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, pass_fds: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "omni_errors.cli", *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "omni_errors.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        pass_fds=pass_fds,
     )
 
 
@@ -74,14 +79,7 @@ def test_serve_refuses_a_descriptor_that_is_not_a_listening_socket() -> None:
     assert out.returncode == 2 and "omni-errors serve: --fd 987: Bad file descriptor" in out.stderr
     with socket.socket() as unbound:  # a TCP socket, neither bound nor listening
         fd = str(unbound.fileno())
-        out = subprocess.run(
-            [sys.executable, "-m", "omni_errors.cli", "serve", "--fd", fd],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            pass_fds=(unbound.fileno(),),
-        )
+        out = _cli("serve", "--fd", fd, pass_fds=(unbound.fileno(),))
     assert out.returncode == 2 and f"omni-errors serve: --fd {fd}: not a listening TCP socket" in out.stderr
 
 
