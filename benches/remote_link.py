@@ -35,11 +35,11 @@ from typing import Any
 import omni_errors
 from omni_errors.lifecycle import LifecycleConfig, StageOutput, StageRequestError, StageSpec, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import LinkConfig, StageConnectConfig
 from omni_errors.lifecycle.remote.messages import Hello
 from omni_errors.lifecycle.remote.stage_side import ZmqWorkerLink
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
+from omni_errors.security import keys
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "tests"))

@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import omni_errors as oe
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 from omni_errors import DecodeError, OmniErrorDetails
-from reference_decoder import ReferenceDecodeError, reseal
-from reference_decoder import decode as reference_decode
+from reference_decoder import ReferenceDecodeError, decode as reference_decode, reseal
 
 identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,63}", fullmatch=True)
 short_text = st.text(max_size=200)

@@ -13,8 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from omni_errors import normalize_parameter, sanitize
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,9 +8,7 @@ from typing import Any
 
 import omni_errors as oe
 import pytest
-from reference_decoder import ReferenceDecodeError, decode_frame
-from reference_decoder import decode as reference_decode
-from reference_decoder import encode as reference_encode
+from reference_decoder import ReferenceDecodeError, decode as reference_decode, decode_frame, encode as reference_encode
 from vectors.generate import build
 
 VECTORS: dict[str, Any] = json.loads(Path(__file__).with_name("vectors").joinpath("frames.json").read_text("utf-8"))

@@ -6,7 +6,7 @@ imports torch or vLLM, so relay processes stay light. Two families of exceptions
 - the library's own errors (`omni_errors.errors`: `OmniErrorsError`, `CodecError`, `DecodeError`,
   `EncodeError`, `InvalidRecordError`): raised *by omni_errors* about its input, a malformed frame
   or an invalid record; they are imported eagerly (the Rust extension raises them by that path);
-- the semantic exceptions (`omni_errors.exceptions`: `OmniClientError`, `OmniEngineDeadError`, ...):
+- the semantic exceptions (`omni_errors.semantics.exceptions`: `OmniClientError`, `OmniEngineDeadError`, ...):
   *what a request's failure means*, on vLLM's hierarchy. They, `classify` and `rebuild` import vLLM,
   so they are resolved on first use from the one table `_LAZY`, which also feeds `__all__` and `dir()`.
 """
@@ -17,105 +17,63 @@ from typing import TYPE_CHECKING
 
 from omni_errors._native import (
     FRAME_MAJOR as FRAME_MAJOR,
-)
-from omni_errors._native import (
     FRAME_MINOR as FRAME_MINOR,
-)
-from omni_errors._native import (
     MAX_ERROR_TYPE_LEN as MAX_ERROR_TYPE_LEN,
-)
-from omni_errors._native import (
     MAX_FRAME_LEN as MAX_FRAME_LEN,
-)
-from omni_errors._native import (
     MAX_MESSAGE_LEN as MAX_MESSAGE_LEN,
-)
-from omni_errors._native import (
     MAX_PARAMETER_LEN as MAX_PARAMETER_LEN,
-)
-from omni_errors._native import (
     MAX_REQUEST_ID_LEN as MAX_REQUEST_ID_LEN,
-)
-from omni_errors._native import (
     MAX_STAGE_ID as MAX_STAGE_ID,
-)
-from omni_errors._native import (
     RULE_SET as RULE_SET,
-)
-from omni_errors._native import (
     OmniErrorDetails as OmniErrorDetails,
-)
-from omni_errors._native import (
     Peek as Peek,
-)
-from omni_errors._native import (
     __version__ as __version__,
-)
-from omni_errors._native import (
     decode as decode,
-)
-from omni_errors._native import (
     decode_many as decode_many,
-)
-from omni_errors._native import (
     encode as encode,
-)
-from omni_errors._native import (
     encode_into as encode_into,
-)
-from omni_errors._native import (
     normalize_parameter as normalize_parameter,
-)
-from omni_errors._native import (
     peek as peek,
-)
-from omni_errors._native import (
     sanitize as sanitize,
 )
 from omni_errors.errors import (
     CodecError as CodecError,
-)
-from omni_errors.errors import (
     DecodeError as DecodeError,
-)
-from omni_errors.errors import (
     EncodeError as EncodeError,
-)
-from omni_errors.errors import (
     InvalidRecordError as InvalidRecordError,
-)
-from omni_errors.errors import (
     OmniErrorsError as OmniErrorsError,
 )
 from omni_errors.lazy import lazy_names
 
 if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time (they import vLLM); `as` marks the re-export
-    from omni_errors.classification import classify as classify
-    from omni_errors.exceptions import GuardrailViolationError as GuardrailViolationError
-    from omni_errors.exceptions import OmniClientError as OmniClientError
-    from omni_errors.exceptions import OmniConflictError as OmniConflictError
-    from omni_errors.exceptions import OmniEngineDeadError as OmniEngineDeadError
-    from omni_errors.exceptions import OmniEngineGenerateError as OmniEngineGenerateError
-    from omni_errors.exceptions import OmniNotImplementedError as OmniNotImplementedError
-    from omni_errors.exceptions import OmniServerError as OmniServerError
-    from omni_errors.exceptions import OmniServiceUnavailableError as OmniServiceUnavailableError
-    from omni_errors.exceptions import OmniStageTimeoutError as OmniStageTimeoutError
-    from omni_errors.exceptions import rebuild as rebuild
+    from omni_errors.semantics.classification import classify as classify
+    from omni_errors.semantics.exceptions import (
+        GuardrailViolationError as GuardrailViolationError,
+        OmniClientError as OmniClientError,
+        OmniConflictError as OmniConflictError,
+        OmniEngineDeadError as OmniEngineDeadError,
+        OmniEngineGenerateError as OmniEngineGenerateError,
+        OmniNotImplementedError as OmniNotImplementedError,
+        OmniServerError as OmniServerError,
+        OmniServiceUnavailableError as OmniServiceUnavailableError,
+        OmniStageTimeoutError as OmniStageTimeoutError,
+        rebuild as rebuild,
+    )
 
 # The semantic layer imports vLLM (and torch); it is resolved on first use so that
 # `import omni_errors` stays light for relay processes. `__all__` and `dir()` come from this table.
 _LAZY = {
-    "classify": "omni_errors.classification",
-    "rebuild": "omni_errors.exceptions",
-    "GuardrailViolationError": "omni_errors.exceptions",
-    "OmniClientError": "omni_errors.exceptions",
-    "OmniConflictError": "omni_errors.exceptions",
-    "OmniEngineDeadError": "omni_errors.exceptions",
-    "OmniEngineGenerateError": "omni_errors.exceptions",
-    "OmniNotImplementedError": "omni_errors.exceptions",
-    "OmniServerError": "omni_errors.exceptions",
-    "OmniServiceUnavailableError": "omni_errors.exceptions",
-    "OmniStageTimeoutError": "omni_errors.exceptions",
+    "classify": "omni_errors.semantics.classification",
+    "rebuild": "omni_errors.semantics.exceptions",
+    "GuardrailViolationError": "omni_errors.semantics.exceptions",
+    "OmniClientError": "omni_errors.semantics.exceptions",
+    "OmniConflictError": "omni_errors.semantics.exceptions",
+    "OmniEngineDeadError": "omni_errors.semantics.exceptions",
+    "OmniEngineGenerateError": "omni_errors.semantics.exceptions",
+    "OmniNotImplementedError": "omni_errors.semantics.exceptions",
+    "OmniServerError": "omni_errors.semantics.exceptions",
+    "OmniServiceUnavailableError": "omni_errors.semantics.exceptions",
+    "OmniStageTimeoutError": "omni_errors.semantics.exceptions",
 }
 
 _EAGER = [

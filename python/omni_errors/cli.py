@@ -32,14 +32,14 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    from omni_errors.catalog import render_catalog
+    from omni_errors.semantics.catalog import render_catalog
 
     sys.stdout.write(render_catalog())
     return 0
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from omni_errors.lifecycle.remote.keys import KeyFileError, generate
+    from omni_errors.security.keys import KeyFileError, generate
 
     for name in args.names:
         try:

@@ -2,7 +2,7 @@
 
 A malformed or foreign frame (`DecodeError`), a buffer that cannot take a frame (`EncodeError`), a
 record that breaks an invariant (`InvalidRecordError`). The semantic exceptions that describe a
-request's failure (`OmniClientError`, `OmniEngineDeadError`, ...) are in `omni_errors.exceptions`;
+request's failure (`OmniClientError`, `OmniEngineDeadError`, ...) are in `omni_errors.semantics.exceptions`;
 classified, these library errors are internal server errors (500), whatever their `ValueError` base.
 
 This module imports nothing heavy: the Rust extension raises these classes by this module path.
@@ -14,7 +14,7 @@ __all__ = ["CodecError", "DecodeError", "EncodeError", "InvalidRecordError", "Om
 
 
 class OmniErrorsError(Exception):
-    """Base class of the library's own errors (not of the semantic exceptions in `omni_errors.exceptions`)."""
+    """Base class of the library's own errors (not of the semantic exceptions in `omni_errors.semantics.exceptions`)."""
 
 
 class InvalidRecordError(OmniErrorsError, ValueError):

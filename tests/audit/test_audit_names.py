@@ -23,7 +23,7 @@ def test_vllm_family_table_lists_every_vllm_error_class_of_its_modules() -> None
 
 def test_omni_family_table_is_the_exception_classes_of_omni_errors_exceptions_all() -> None:
     import omni_errors
-    import omni_errors.exceptions as exceptions
+    import omni_errors.semantics.exceptions as exceptions
 
     public_classes = {
         name

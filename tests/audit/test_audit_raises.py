@@ -84,7 +84,7 @@ def test_omni_errors_types_count_as_their_own_family(audit_snippets: AuditSnippe
         {
             "m.py": """\
             import omni_errors
-            from omni_errors.exceptions import OmniConflictError
+            from omni_errors.semantics.exceptions import OmniConflictError
 
             def f(x):
                 if x:

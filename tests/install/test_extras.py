@@ -25,10 +25,10 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYT
 
 CORE = f"""
 import importlib.metadata as md, json, sys
-import omni_errors, omni_errors.embed, omni_errors.errors, omni_errors.legacy
+import omni_errors, omni_errors.embed, omni_errors.errors, omni_errors.semantics.legacy
 d = omni_errors.OmniErrorDetails("stage 1 died at /srv/x.py", "server", 500, "InternalServerError", stage_id=1)
 assert omni_errors.decode(omni_errors.encode(d)) == d and "/srv" not in d.message
-assert omni_errors.legacy.from_legacy({{"error": "x", "status_code": 404}}).category == "client"
+assert omni_errors.semantics.legacy.from_legacy({{"error": "x", "status_code": 404}}).category == "client"
 dists = sorted(dist.metadata["Name"] for dist in md.distributions())
 print(json.dumps({{"dists": dists, "heavy": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
 """
@@ -42,7 +42,7 @@ PROBES = {
     ),
     "vllm": (
         "import omni_errors\n"
-        "from omni_errors.metrics import observe\n"
+        "from omni_errors.semantics.metrics import observe\n"
         "d = omni_errors.classify(omni_errors.OmniStageTimeoutError('late', stage_id=2))\n"
         "assert (d.status_code, d.stage_id) == (504, 2) and omni_errors.classify(omni_errors.rebuild(d)) == d\n"
         "observe(d)"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from omni_errors.chaos.watch import SHM_DIR, alive, children, descendants, kill, shm_entries
-from omni_errors.lifecycle.remote import keys
+from omni_errors.security import keys
 
 # Per pytest process: other sessions on the same machine run pipelines with the default prefix.
 SHM_PREFIX = f"omni_lc_t{os.getpid()}_"

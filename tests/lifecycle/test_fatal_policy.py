@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import DEAD_MESSAGE, fatal_record
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import PRECEDENCE, FatalState, canonical_fatal
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import PRECEDENCE, FatalState, canonical_fatal
+from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record
 
 _OOM = OmniErrorDetails(DEAD_MESSAGE, "server", 500, "InternalServerError", fatal=True, stage_id=1)
 _RAW = OmniErrorDetails("worker 3 died: /opt/model.bin", "server", 500, "InternalServerError", stage_id=2)

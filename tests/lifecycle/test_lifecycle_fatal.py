@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_errors.lifecycle import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.pipeline.faults import first_fault_time
 
 AR = "ar"

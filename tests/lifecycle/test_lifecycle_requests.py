@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_errors.lifecycle import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 
 def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any) -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omni_errors.lifecycle import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 AR_SLOW = {"kind": "ar", "kwargs": {"step_delay": 0.02}}
 

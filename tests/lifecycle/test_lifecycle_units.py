@@ -14,13 +14,14 @@ from typing import Any
 
 import omni_errors
 import pytest
-from omni_errors.core_table import DEAD_MESSAGE, fatal_record, timeout_record, unavailable_record
-from omni_errors.lifecycle import ExitCode, StageRequestError
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.lifecycle import StageRequestError
 from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
 from omni_errors.lifecycle.state import State, transition
 from omni_errors.lifecycle.stopping import StopPlan
+from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record, timeout_record, unavailable_record
 
 DOC = Path(__file__).parents[2] / "docs" / "lifecycle.md"
 

@@ -23,12 +23,13 @@ import omni_errors
 import pytest
 import zmq
 from omni_errors.chaos.watch import free_port
-from omni_errors.lifecycle import ExitCode, LifecycleConfig, StageRequestError, Supervisor
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.lifecycle import LifecycleConfig, StageRequestError, Supervisor
 from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig, endpoint_host
 from omni_errors.lifecycle.remote.messages import Hello, ProtocolError, SeqCheck, Welcome
 from omni_errors.lifecycle.remote.stage_side import StageJoinError, ZmqWorkerLink
+from omni_errors.security import keys
 
 FOREIGN_PEER = Path(__file__).with_name("foreign_peer.py")
 

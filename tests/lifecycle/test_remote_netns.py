@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 from netns import NetPair, remove_stale
-from omni_errors.lifecycle import ExitCode
-from omni_errors.lifecycle.remote import keys
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.security import keys
 
 LINK_TIMEOUT = 1.5  # LinkConfig defaults, used unchanged unless a case says otherwise
 STAGE_TIMEOUT = 15.0

@@ -21,8 +21,8 @@ import httpx
 import pytest
 from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.loadgen import Outcome, sse_call
-from omni_errors.lifecycle import ExitCode
-from omni_errors.lifecycle.remote import keys
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.security import keys
 
 STARTUP = 300.0
 PORT, LINK_PORT = 8000, 5570  # inside the server host's namespace, nothing else is listening

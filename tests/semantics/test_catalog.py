@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omni_errors.catalog import render_catalog
-from omni_errors.classification import RULES
+from omni_errors.semantics.catalog import render_catalog
+from omni_errors.semantics.classification import RULES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 

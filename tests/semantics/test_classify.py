@@ -14,9 +14,9 @@ import vllm.exceptions
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from omni_errors import DecodeError, OmniErrorDetails
-from omni_errors.classification import RULES, classify, rule_for
-from omni_errors.core_table import DEAD_MESSAGE
-from omni_errors.exceptions import (
+from omni_errors.semantics.classification import RULES, classify, rule_for
+from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors.semantics.exceptions import (
     GuardrailViolationError,
     OmniClientError,
     OmniConflictError,
@@ -27,7 +27,7 @@ from omni_errors.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
-from omni_errors.http_status import type_for_status
+from omni_errors.semantics.http_status import type_for_status
 from torch._inductor.exc import InductorError
 from vllm.exceptions import (
     GenerationError,

@@ -10,11 +10,17 @@ from __future__ import annotations
 import omni_errors
 import pytest
 import torch
-from omni_errors.classification import classify
-from omni_errors.core_table import DEAD_MESSAGE, classify_core, fatal_record, timeout_record, unavailable_record
-from omni_errors.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import fatal_cause
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import fatal_cause
+from omni_errors.semantics.classification import classify
+from omni_errors.semantics.core_table import (
+    DEAD_MESSAGE,
+    classify_core,
+    fatal_record,
+    timeout_record,
+    unavailable_record,
+)
+from omni_errors.semantics.exceptions import OmniEngineDeadError, OmniServiceUnavailableError, OmniStageTimeoutError
 from torch._inductor.exc import InductorError
 from vllm.v1.engine.exceptions import EngineDeadError
 

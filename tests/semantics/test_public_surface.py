@@ -14,7 +14,7 @@ import json, sys, types
 import omni_errors
 listed = dir(omni_errors)
 light = 'vllm' not in sys.modules
-import omni_errors.classification, omni_errors.exceptions  # submodules never shadow the functions
+import omni_errors.semantics.classification, omni_errors.semantics.exceptions  # submodules never shadow the functions
 namespace = {}
 exec("from omni_errors import *", namespace)
 print(json.dumps({
@@ -40,7 +40,7 @@ def test_dir_and_star_import_include_the_lazy_names() -> None:
 
 
 def test_module_and_function_names_are_distinct() -> None:
-    from omni_errors import classification, exceptions
+    from omni_errors.semantics import classification, exceptions
 
     assert isinstance(classification, types.ModuleType) and omni_errors.classify is classification.classify
     assert omni_errors.rebuild is exceptions.rebuild

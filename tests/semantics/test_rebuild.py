@@ -8,11 +8,10 @@ import sys
 
 import omni_errors
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from omni_errors import InvalidRecordError, OmniErrorDetails
-from omni_errors.classification import classify
-from omni_errors.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError, rebuild
+from omni_errors.semantics.classification import classify
+from omni_errors.semantics.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError, rebuild
 from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError
 

@@ -8,15 +8,20 @@ from dataclasses import dataclass
 import omni_errors
 import pytest
 from omni_errors import OmniErrorDetails
-from omni_errors.classification import classify
-from omni_errors.core_table import DEAD_MESSAGE
-from omni_errors.exceptions import OmniClientError, OmniEngineDeadError, OmniServerError, OmniStageTimeoutError
-from omni_errors.legacy import from_legacy, to_legacy
-from omni_errors.metrics import observe
 from omni_errors.render import error_body, raise_error
 from omni_errors.render.http import http_response
 from omni_errors.render.sse import SSE_DONE, sse_terminal
 from omni_errors.render.websocket import close_code, ws_message
+from omni_errors.semantics.classification import classify
+from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors.semantics.exceptions import (
+    OmniClientError,
+    OmniEngineDeadError,
+    OmniServerError,
+    OmniStageTimeoutError,
+)
+from omni_errors.semantics.legacy import from_legacy, to_legacy
+from omni_errors.semantics.metrics import observe
 from prometheus_client import CollectorRegistry
 from vllm.exceptions import VLLMClientError, VLLMServerError, VLLMValidationError
 from vllm.v1.engine.exceptions import EngineDeadError

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record
-from omni_errors.exceptions import OmniEngineDeadError
-from omni_errors.reporting import report
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.exceptions import OmniEngineDeadError
+from omni_errors.semantics.reporting import report
 from prometheus_client import REGISTRY
 from vllm.exceptions import VLLMValidationError
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 from omni_errors import OmniErrorDetails, encode
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni.records import (
     EXIT_KEY,
     FRAME_KEY,

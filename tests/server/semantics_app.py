@@ -18,8 +18,11 @@ import vllm.exceptions
 from fastapi import FastAPI, HTTPException, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import DEAD_MESSAGE
-from omni_errors.exceptions import (
+from omni_errors.render.jobs import JobStore, job_content, job_metadata, job_metadata_response
+from omni_errors.render.sse import sse_guard
+from omni_errors.render.websocket import websocket_errors
+from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors.semantics.exceptions import (
     GuardrailViolationError,
     OmniClientError,
     OmniConflictError,
@@ -30,9 +33,6 @@ from omni_errors.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
-from omni_errors.render.jobs import JobStore, job_content, job_metadata, job_metadata_response
-from omni_errors.render.sse import sse_guard
-from omni_errors.render.websocket import websocket_errors
 from omni_errors.server import install
 from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response, StreamingResponse

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 from omni_errors.chaos.harness import LEAKS
-from omni_errors.core_table import DEAD_MESSAGE
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import DEAD_MESSAGE
 from omni_server import OmniServer, assert_clean_exit, error_of, serve
 
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 
-from omni_errors.core_table import fatal_record
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
 from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, Rejoin, unavailable_answer
 from omni_errors.vllm_omni.settings import WINDOW_ENV
 

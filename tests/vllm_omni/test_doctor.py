@@ -52,7 +52,7 @@ def test_a_plugin_vllm_would_not_load_is_reported_disabled(tmp_path: Path) -> No
 
 
 def test_the_multi_node_settings_are_checked(tmp_path: Path) -> None:
-    from omni_errors.lifecycle.remote import keys
+    from omni_errors.security import keys
 
     directory = tmp_path / "keys"
     keys.generate(directory, "head")

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_server import OmniServer, assert_clean_exit, error_of
 
 # A stop takes 2 to 4 s here (the chaos report); at load 15 the process's own exit took longer than 3 s.

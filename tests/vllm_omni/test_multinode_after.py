@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 from multinode import Deployment, deployment
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_server import error_of
 
 WINDOW = 600.0

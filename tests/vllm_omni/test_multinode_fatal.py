@@ -21,8 +21,8 @@ import msgspec
 import pytest
 import zmq
 from multinode import MASTER_PORT, Deployment, deployment
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.remote import keys
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.security import keys
 from omni_server import error_of
 
 WINDOW = 5.0

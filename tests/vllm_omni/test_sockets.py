@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from omni_errors.chaos.watch import free_port
-from omni_errors.lifecycle.remote import keys
+from omni_errors.security import keys
 from omni_errors.vllm_omni.settings import KEYS_ENV
 from omni_errors.vllm_omni.sockets import load_keys
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_server import OmniServer, assert_clean_exit, error_of
 
 

@@ -18,12 +18,9 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["RULES", "AuditInputError", "AuditReport", "Rule", "Site", "audit"]
 
 if TYPE_CHECKING:
-    from omni_errors.audit.model import AuditInputError as AuditInputError
-    from omni_errors.audit.model import Site as Site
-    from omni_errors.audit.rules import RULES as RULES
-    from omni_errors.audit.rules import Rule as Rule
-    from omni_errors.audit.runner import AuditReport as AuditReport
-    from omni_errors.audit.runner import audit as audit
+    from omni_errors.audit.model import AuditInputError as AuditInputError, Site as Site
+    from omni_errors.audit.rules import RULES as RULES, Rule as Rule
+    from omni_errors.audit.runner import AuditReport as AuditReport, audit as audit
 
 _HOMES = {
     "AuditInputError": "model",

@@ -2,7 +2,7 @@
 and the call names of responses, sinks and waits.
 
 Static tables, because the audit reads code it never imports. `tests/audit/test_audit_names.py` checks
-the two family tables against the real classes (vLLM's modules and `omni_errors.exceptions.__all__`).
+the two family tables against the real classes (vLLM's modules and `omni_errors.semantics.exceptions.__all__`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ VLLM_FAMILY_MODULES: Final = {
 }
 VLLM_FAMILY: Final = frozenset(f"{mod}.{name}" for mod, names in VLLM_FAMILY_MODULES.items() for name in names)
 
-# omni-errors' semantic types (the exception classes of `omni_errors.exceptions.__all__`), under both paths.
+# omni-errors' semantic types (the exception classes of `omni_errors.semantics.exceptions.__all__`), under both paths.
 OMNI_TYPES: Final = (
     "GuardrailViolationError",
     "OmniClientError",
@@ -61,7 +61,7 @@ OMNI_TYPES: Final = (
     "OmniStageTimeoutError",
 )
 OMNI_FAMILY: Final = frozenset(
-    f"{mod}.{name}" for mod in ("omni_errors", "omni_errors.exceptions") for name in OMNI_TYPES
+    f"{mod}.{name}" for mod in ("omni_errors", "omni_errors.semantics.exceptions") for name in OMNI_TYPES
 )
 
 BROAD_EXCEPTIONS: Final = frozenset({"builtins.Exception", "builtins.BaseException"})

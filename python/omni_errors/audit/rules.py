@@ -230,8 +230,8 @@ RULES: Final[dict[str, Rule]] = {
             "OE902",
             "semantic-omni-errors",
             "semantic raise: omni-errors' types",
-            "A raise of an exception class from `omni_errors.exceptions.__all__` (e.g. `OmniConflictError`), or of a "
-            "class defined in the audited tree that derives from one. These are counted here, not under OE901.",
+            "A raise of an exception class from `omni_errors.semantics.exceptions.__all__` (e.g. `OmniConflictError`), "
+            "or of a class defined in the audited tree that derives from one. These are counted here, not under OE901.",
             "As for OE901.",
             "none",
             False,

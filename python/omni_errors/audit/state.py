@@ -12,8 +12,7 @@ from omni_errors.audit.predicates import lines_between
 from omni_errors.audit.scope import Scope
 from omni_errors.audit.signals import SignalHandlers
 from omni_errors.audit.sockets import SocketFacts
-from omni_errors.audit.source import SourceText, shape
-from omni_errors.audit.source import digest as source_digest
+from omni_errors.audit.source import SourceText, digest as source_digest, shape
 
 _SERVES_CLIENTS = re.compile(r"^\s*(?:from|import)\s+(?:fastapi|starlette|aiohttp|websockets)\b", re.MULTILINE)
 Located = ast.stmt | ast.expr | ast.ExceptHandler  # nodes with a source position

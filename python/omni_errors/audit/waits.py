@@ -8,8 +8,7 @@ import ast
 from omni_errors.audit import names as N
 from omni_errors.audit.predicates import has_star, is_none, keyword_value, mentions, routes_by_identity
 from omni_errors.audit.scope import last_name, lookup
-from omni_errors.audit.sockets import RECV, SEND
-from omni_errors.audit.sockets import key as socket_key
+from omni_errors.audit.sockets import RECV, SEND, key as socket_key
 from omni_errors.audit.state import WalkState
 
 

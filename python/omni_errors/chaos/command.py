@@ -14,7 +14,7 @@ import signal
 import sys
 
 from omni_errors.chaos.scenarios import SCENARIOS, TARGETS, of_target
-from omni_errors.lifecycle.exitcodes import exit_code_for_signal
+from omni_errors.fatal.exitcodes import exit_code_for_signal
 
 __all__ = ["add_arguments", "add_command", "run_cli"]
 

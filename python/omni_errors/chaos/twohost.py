@@ -53,7 +53,7 @@ def _args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 
 async def _run(args: argparse.Namespace, serve_args: list[str], keydir: Path) -> int:
-    from omni_errors.lifecycle.remote import keys
+    from omni_errors.security import keys
 
     keys.generate(keydir, "serve")
     keys.generate(keydir, args.stage)

@@ -12,22 +12,24 @@ from typing import TYPE_CHECKING
 from omni_errors.lazy import lazy_names
 
 if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time; `as` marks the re-export
-    from omni_errors.lifecycle.engine import RequestFailure as RequestFailure
-    from omni_errors.lifecycle.engine import StageEngine as StageEngine
-    from omni_errors.lifecycle.engine import StageOutput as StageOutput
-    from omni_errors.lifecycle.engine import StageSpec as StageSpec
-    from omni_errors.lifecycle.exitcodes import ExitCode as ExitCode
+    from omni_errors.lifecycle.engine import (
+        RequestFailure as RequestFailure,
+        StageEngine as StageEngine,
+        StageOutput as StageOutput,
+        StageSpec as StageSpec,
+    )
     from omni_errors.lifecycle.supervisor import Supervisor as Supervisor
-    from omni_errors.lifecycle.supervisor_types import DuplicateRequestError as DuplicateRequestError
-    from omni_errors.lifecycle.supervisor_types import Health as Health
-    from omni_errors.lifecycle.supervisor_types import LifecycleConfig as LifecycleConfig
-    from omni_errors.lifecycle.supervisor_types import StageRequestError as StageRequestError
-    from omni_errors.lifecycle.supervisor_types import StageResult as StageResult
-    from omni_errors.lifecycle.supervisor_types import StageStartupError as StageStartupError
+    from omni_errors.lifecycle.supervisor_types import (
+        DuplicateRequestError as DuplicateRequestError,
+        Health as Health,
+        LifecycleConfig as LifecycleConfig,
+        StageRequestError as StageRequestError,
+        StageResult as StageResult,
+        StageStartupError as StageStartupError,
+    )
 
 _LAZY = {
     "DuplicateRequestError": "omni_errors.lifecycle.supervisor_types",
-    "ExitCode": "omni_errors.lifecycle.exitcodes",
     "Health": "omni_errors.lifecycle.supervisor_types",
     "LifecycleConfig": "omni_errors.lifecycle.supervisor_types",
     "RequestFailure": "omni_errors.lifecycle.engine",

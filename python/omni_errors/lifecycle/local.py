@@ -24,9 +24,9 @@ from typing import Any
 
 import omni_errors
 from omni_errors import OmniErrorDetails
+from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.channels import FrameReader, Kind, StatusBoard, pack, pack_failed, unpack_failed
 from omni_errors.lifecycle.engine import StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.links import (
     Abort,
     Add,

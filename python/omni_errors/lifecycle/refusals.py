@@ -7,8 +7,8 @@ their shapes stay in one place; the supervisor only chooses which applies.
 from __future__ import annotations
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import stage_failure_record, unavailable_record
 from omni_errors.lifecycle.links import LinkRefusedError, Refusal
+from omni_errors.semantics.core_table import stage_failure_record, unavailable_record
 
 __all__ = ["overloaded", "shutting_down", "unpassable"]
 

@@ -24,10 +24,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record, unavailable_record
+from omni_errors.fatal.exitcodes import ExitCode, exit_code_for_signal
+from omni_errors.fatal.policy import FatalState
 from omni_errors.lifecycle.engine import RemoteStageSpec, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import FatalState
 from omni_errors.lifecycle.links import LinkPayloadError, LinkRefusedError, Output, StageLink
 from omni_errors.lifecycle.refusals import overloaded, shutting_down, unpassable
 from omni_errors.lifecycle.requests import Requests
@@ -44,6 +43,7 @@ from omni_errors.lifecycle.supervisor_types import (
     default_error_factory,
 )
 from omni_errors.lifecycle.watchdog import Watchdog
+from omni_errors.semantics.core_table import fatal_record, unavailable_record
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig

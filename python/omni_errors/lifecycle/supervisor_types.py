@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors import OmniErrorDetails
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle.state import State
 from omni_errors.lifecycle.worker import WorkerConfig
 
@@ -89,9 +89,9 @@ class StageStartupError(RuntimeError):
 
 
 def default_error_factory(details: OmniErrorDetails) -> BaseException:
-    """`omni_errors.exceptions.rebuild` where vLLM is installed (the semantic exception), else StageRequestError."""
+    """`omni_errors.rebuild` where vLLM is installed (the semantic exception), else StageRequestError."""
     try:
-        from omni_errors.exceptions import rebuild  # type: ignore[import-not-found,unused-ignore]
+        from omni_errors.semantics.exceptions import rebuild  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return StageRequestError(details)
     exc: BaseException = rebuild(details)

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import fatal_record, timeout_record
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle.links import StageLink
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.supervisor_types import LifecycleConfig
+from omni_errors.semantics.core_table import fatal_record, timeout_record
 
 __all__ = ["Watchdog"]
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import omni_errors
+from omni_errors.fatal.exitcodes import ExitCode, exit_code_for_signal
+from omni_errors.fatal.fast_exit import skip_final_collections
+from omni_errors.fatal.policy import classify_failure, fatal_cause
 from omni_errors.lifecycle.engine import RequestFailure, StageEngine, StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode, exit_code_for_signal
-from omni_errors.lifecycle.failures import classify_failure, fatal_cause
-from omni_errors.lifecycle.fast_exit import skip_final_collections
 from omni_errors.lifecycle.links import Abort, Add, LinkClosedError, Output, Shutdown, WorkerLink
 from omni_errors.lifecycle.signals import SignalLatch
 

@@ -3,7 +3,7 @@
 Each transport's routes are one module of `omni_errors.pipeline.routes` (chat JSON + SSE, speech,
 jobs, WebSocket, health and models); `/metrics` is vLLM's own. Every error leaves through
 `omni_errors.server.install` (HTTP), `sse_guard` (streams after their headers) or
-`websocket_errors` (WebSocket), all of which report through `omni_errors.reporting`.
+`websocket_errors` (WebSocket), all of which report through `omni_errors.semantics.reporting`.
 """
 
 from __future__ import annotations

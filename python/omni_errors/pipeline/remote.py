@@ -132,9 +132,9 @@ def add_stage_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _run_stage(args: argparse.Namespace) -> int:
-    from omni_errors.lifecycle.remote import keys
     from omni_errors.lifecycle.remote.config import LinkConfigError, StageConnectConfig
     from omni_errors.lifecycle.remote.stage_side import run_remote_stage
+    from omni_errors.security import keys
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),

@@ -21,8 +21,8 @@ from types import FrameType
 
 import uvicorn
 
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle import LifecycleConfig, StageStartupError, Supervisor
-from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
 from omni_errors.lifecycle.state import State
 from omni_errors.pipeline.schemas import Limits

@@ -86,7 +86,7 @@ class Service:
         try:
             return self.supervisor.submit(payload, request_id=request_id)
         except DuplicateRequestError:
-            from omni_errors.exceptions import OmniConflictError
+            from omni_errors.semantics.exceptions import OmniConflictError
 
             raise OmniConflictError("a request with this id is already in flight") from None
 

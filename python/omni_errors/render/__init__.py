@@ -53,6 +53,6 @@ def error_body(details: OmniErrorDetails) -> dict[str, Any]:
 def raise_error(details: OmniErrorDetails) -> NoReturn:
     """Offline rendering: raise the rebuilt exception (`OmniClientError`, `OmniServerError` or
     `OmniEngineDeadError`), which carries `details` as `.details`."""
-    from omni_errors.exceptions import rebuild
+    from omni_errors.semantics.exceptions import rebuild
 
     raise rebuild(details)

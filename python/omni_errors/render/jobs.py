@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from omni_errors._native import OmniErrorDetails, decode, encode
 from omni_errors.render import error_info
 from omni_errors.render.http import http_response
-from omni_errors.reporting import report
+from omni_errors.semantics.reporting import report
 
 __all__ = ["Job", "JobStatus", "JobStore", "job_content", "job_metadata", "job_metadata_response"]
 
@@ -105,7 +105,7 @@ def job_content(job: Job) -> Response:
     if error is not None:
         return http_response(error)
     if job.status != "completed" or job.content is None:
-        from omni_errors.exceptions import OmniConflictError
+        from omni_errors.semantics.exceptions import OmniConflictError
 
         raise OmniConflictError(f"job {job.id} is {job.status}; content is not available yet")
     return Response(job.content, media_type=job.media_type)

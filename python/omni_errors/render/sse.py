@@ -11,7 +11,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.render import error_body
-from omni_errors.reporting import report
+from omni_errors.semantics.reporting import report
 
 __all__ = ["SSE_DONE", "sse_error_event", "sse_guard", "sse_terminal"]
 

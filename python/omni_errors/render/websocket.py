@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.render import error_body
-from omni_errors.reporting import report
+from omni_errors.semantics.reporting import report
 
 __all__ = ["CLIENT_CLOSE_CODE", "SERVER_CLOSE_CODE", "close_code", "send_error", "websocket_errors", "ws_message"]
 

@@ -27,7 +27,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from omni_errors.reporting import FatalHook, report
+from omni_errors.semantics.reporting import FatalHook, report
 
 __all__ = ["handled_classes", "install", "make_handler"]
 
@@ -58,7 +58,7 @@ def handled_classes() -> list[type[BaseException]]:
     from fastapi import HTTPException as FastAPIHTTPException
     from vllm.exceptions import VLLMError
 
-    from omni_errors.classification import RULES
+    from omni_errors.semantics.classification import RULES
 
     # A lazy row's class is registered when its module is loaded; otherwise no instance can be raised yet,
     # and one raised later still reaches a concrete handler through its builtin base (`_RAW`).

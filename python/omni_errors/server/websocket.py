@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.reporting import FatalHook, report
+from omni_errors.semantics.reporting import FatalHook, report
 
 __all__ = ["WebSocketSafetyNet"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.fast_exit import skip_final_collections
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.fast_exit import skip_final_collections
 from omni_errors.vllm_omni.settings import KEYS_ENV
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, sanitize
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import distributed, fatal
 
 __all__ = [
@@ -101,7 +101,7 @@ def _handled_record() -> OmniErrorDetails | None:
     exc = sys.exc_info()[1]
     if exc is None:
         return None
-    from omni_errors.classification import classify
+    from omni_errors.semantics.classification import classify
 
     return classify(exc, raw_fallbacks=API_RAW_FALLBACKS)
 
@@ -198,7 +198,7 @@ def make_serve_http(module: ModuleType, original: Any) -> Any:
 def make_engine_error_response(module: ModuleType, original: Any) -> Any:
     """`_create_engine_error_json_response`: renders the record (and starts the fatal shutdown)."""
     from omni_errors.render.http import http_response
-    from omni_errors.reporting import report
+    from omni_errors.semantics.reporting import report
 
     def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
         where = f"{req.method} {req.url.path}"
@@ -236,7 +236,7 @@ def make_generate(module: ModuleType, original: Any) -> Any:
     The orchestrator is stopping by then (or has nowhere to send it); a request submitted to it
     would wait for an answer that never comes until the server closes the connection.
     """
-    from omni_errors.exceptions import OmniServerError, rebuild
+    from omni_errors.semantics.exceptions import OmniServerError, rebuild
 
     async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         record = fatal.declared()
@@ -266,7 +266,7 @@ async def _exit_after(shutdown: Any) -> None:
 
 def make_raise_error_message(module: ModuleType, original: Any) -> Any:
     """`OmniBase._raise_nonfatal_error_message` raises the message's record, rebuilt."""
-    from omni_errors.exceptions import OmniServerError, rebuild
+    from omni_errors.semantics.exceptions import OmniServerError, rebuild
     from omni_errors.vllm_omni.records import message_record
 
     def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
@@ -304,7 +304,7 @@ def make_normalize_reason(module: ModuleType, original: Any) -> Any:
 def make_chat_error_response(module: ModuleType, original: Any) -> Any:
     """`OmniOpenAIServingChat._create_error_response` from the handled record."""
     from omni_errors.render import error_response
-    from omni_errors.reporting import report
+    from omni_errors.semantics.reporting import report
 
     def _create_error_response(
         self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
@@ -319,7 +319,7 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
 
 def make_video_error(module: ModuleType, original: Any) -> Any:
     """`video.generation.helpers._video_error_from_exception`: a failed job stores the record's status and text."""
-    from omni_errors.reporting import report
+    from omni_errors.semantics.reporting import report
 
     video_error = module.VideoError
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import zmq
 
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.links import LinkWatch, RemoteReplica, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, stage_failure

@@ -31,10 +31,10 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode, peek
-from omni_errors.core_table import stage_failure_record
 from omni_errors.errors import DecodeError
-from omni_errors.exceptions import rebuild
-from omni_errors.rules import with_ids
+from omni_errors.semantics.core_table import stage_failure_record
+from omni_errors.semantics.exceptions import rebuild
+from omni_errors.semantics.rules import with_ids
 from omni_errors.vllm_omni.records import stage_failure
 
 __all__ = [

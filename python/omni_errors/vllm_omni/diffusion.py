@@ -26,9 +26,9 @@ from typing import Any
 
 import zmq
 
-from omni_errors.core_table import fatal_record
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.rules import with_ids
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.rules import with_ids
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.links import LinkWatch, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
@@ -98,7 +98,7 @@ def _first_fatal(runner_output: Any, request_ids: list[str]) -> Carried | None:
 
 def make_postprocess_output(module: ModuleType, original: Any) -> Any:
     """`DiffusionEngine.postprocess_output` raises the carried record, rebuilt."""
-    from omni_errors.exceptions import rebuild
+    from omni_errors.semantics.exceptions import rebuild
 
     def postprocess_output(self: Any, request: Any, output: Any) -> Any:
         value = carried(output)
@@ -112,7 +112,7 @@ def make_postprocess_output(module: ModuleType, original: Any) -> Any:
 
 def make_emit_outputs(module: ModuleType, original: Any) -> Any:
     """`DiffusionEngine._emit_outputs` fails the engine after it delivered a fatal record."""
-    from omni_errors.exceptions import rebuild
+    from omni_errors.semantics.exceptions import rebuild
 
     def _emit_outputs(self: Any, finished_ids: Any, scheduled_request_ids: Any, runner_output: Any, **kw: Any) -> Any:
         result = original(self, finished_ids, scheduled_request_ids, runner_output, **kw)

@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
+from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.vllm_omni.settings import WINDOW_ENV
 
 __all__ = [
@@ -213,7 +213,7 @@ def make_pick(module: ModuleType, original: Any) -> Any:
 
 def unavailable_answer(stage_id: int, request_id: str | None) -> OmniErrorDetails:
     """The record of a request refused because its stage has no replica: 503, retried later."""
-    from omni_errors.core_table import unavailable_record
+    from omni_errors.semantics.core_table import unavailable_record
 
     return unavailable_record(
         f"Stage {stage_id} has no live replica; retry later", stage_id=stage_id, request_id=request_id

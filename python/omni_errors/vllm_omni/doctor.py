@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import Decision, Status, decide
 
 __all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]

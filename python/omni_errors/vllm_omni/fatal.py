@@ -4,7 +4,7 @@ Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, wo
 that recognises a fatal failure calls `declare`; the parts that end the process subscribe with
 `on_fatal` (the API server's stop, the orchestrator's pipeline shutdown) and read `exit_code()`
 when the process ends. Which record is kept and which exit code wins is decided by
-`omni_errors.lifecycle.failures.FatalState`, as in the reference supervisor: the first failure is
+`omni_errors.fatal.policy.FatalState`, as in the reference supervisor: the first failure is
 the root cause, and a more specific code seen later (an OOM after the engine died) still wins.
 """
 
@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import FatalState
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import FatalState
 
 __all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 

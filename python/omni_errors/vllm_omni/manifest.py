@@ -215,7 +215,7 @@ TARGETS: tuple[Target, ...] = (
            defined_in="vllm_omni.engine.messages:ErrorMessage",
            hop="orchestrator messages",
            does="`RecordErrorMessage` (a subclass with `details`) is what the orchestrator builds; one built "
-                "from flat fields only gets its record from them (`omni_errors.legacy`)",
+                "from flat fields only gets its record from them (`omni_errors.semantics.legacy`)",
            upstream="`ErrorMessage.details: OmniErrorDetails`"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "__init__", "orchestrator:make_orchestrator_init",
            Kind.WRAP, {_R030: "b585c99dd1ccc895"},

@@ -23,10 +23,10 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.core_table import fatal_record
 from omni_errors.errors import InvalidRecordError
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import canonical_fatal
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import canonical_fatal
+from omni_errors.semantics.core_table import fatal_record
 from omni_errors.vllm_omni import distributed, fatal
 from omni_errors.vllm_omni.client import last_words
 from omni_errors.vllm_omni.links import RemoteReplica

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode
-from omni_errors.core_table import fatal_record, stage_failure_record
 from omni_errors.errors import DecodeError
-from omni_errors.legacy import from_legacy, is_request_error, to_legacy
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.lifecycle.failures import fatal_cause
-from omni_errors.rules import with_ids
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import fatal_cause
+from omni_errors.semantics.core_table import fatal_record, stage_failure_record
+from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
+from omni_errors.semantics.rules import with_ids
 
 __all__ = [
     "EXIT_KEY",
@@ -58,7 +58,7 @@ class Carried:
 
 def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
     """The record of `exc` raised on the stage side: no raw fallbacks, fatal by type along its chain."""
-    from omni_errors.classification import classify
+    from omni_errors.semantics.classification import classify
 
     details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
     cause = fatal_cause(exc)
@@ -119,7 +119,7 @@ def output_record(output: Any, *, request_id: str | None, stage_id: int | None, 
 
     In order: the record a plugin-enabled stage attached; vLLM's `RequestError` (LLM stages on
     vLLM >= 0.31); the 0.30 flat fields (`error`/`error_status_code`/`error_type`, or `error`, the
-    text of an LLM stage's `FinishReason.ERROR`), read by `omni_errors.legacy`.
+    text of an LLM stage's `FinishReason.ERROR`), read by `omni_errors.semantics.legacy`.
     """
     value = carried(output)
     if value is not None:

@@ -59,7 +59,7 @@ class Keys:
 
 def load_keys(directory: Path) -> Keys:
     """Read DIR: exactly one `*.key_secret` (this host), `head.key`, and the `*.key` files allowed in."""
-    from omni_errors.lifecycle.remote import keys
+    from omni_errors.security import keys
 
     if not directory.is_dir():
         raise keys.KeyFileError(f"{KEYS_ENV}={directory} is not a directory")

@@ -14,7 +14,7 @@ from typing import Any
 from omni_errors.chaos.loadgen import Outcome, http_call, sse_call, ws_call
 from omni_errors.chaos.scenario import Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors.chaos.target import Launch, ServerCommand
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 __all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget", "serve_listener", "streams"]
 

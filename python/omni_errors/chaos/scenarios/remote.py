@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from omni_errors.chaos.scenario import Scenario, expect
 from omni_errors.chaos.scenarios.pipeline import serve_listener, streams
 from omni_errors.chaos.target import Launch, ServerCommand
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 __all__ = ["SCENARIOS", "TWO_HOSTS", "TwoHostTarget"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from omni_errors.chaos.loadgen import http_call
 from omni_errors.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors.chaos.target import Launch, ServerCommand, Target
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 __all__ = ["MODEL", "SCENARIOS", "VllmOmniTarget", "environment", "image_call", "model_dir", "off_and_on"]
 

@@ -20,7 +20,7 @@ from omni_errors.chaos.loadgen import Outcome
 from omni_errors.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, image_call, model_dir, off_and_on
 from omni_errors.chaos.target import Launch, ServerCommand
-from omni_errors.lifecycle.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import ExitCode
 
 __all__ = ["SCENARIOS", "MultinodeTarget"]
 

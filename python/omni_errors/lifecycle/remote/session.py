@@ -19,9 +19,9 @@ from typing import Any, Protocol
 import zmq
 
 import omni_errors
+from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode, stage_exit_code
 from omni_errors.lifecycle.links import LinkListener, LinkPayloadError, LinkRefusedError, Refusal
 from omni_errors.lifecycle.remote.config import LinkConfig
 from omni_errors.lifecycle.remote.messages import (

@@ -19,8 +19,8 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle.channels import Kind
-from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.remote.config import StageConnectConfig, endpoint_host
 from omni_errors.lifecycle.remote.messages import (
     CLOSE,

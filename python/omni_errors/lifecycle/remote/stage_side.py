@@ -21,11 +21,10 @@ import zmq
 import omni_errors
 from omni_errors import OmniErrorDetails
 from omni_errors.errors import OmniErrorsError
+from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import StageSpec
-from omni_errors.lifecycle.exitcodes import ExitCode
 from omni_errors.lifecycle.links import Abort, Add, Command, LinkClosedError, Output, Shutdown
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import StageConnectConfig
 from omni_errors.lifecycle.remote.messages import (
     CLOSE,
@@ -40,6 +39,7 @@ from omni_errors.lifecycle.remote.messages import (
 )
 from omni_errors.lifecycle.remote.stage_io import IoThread
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
+from omni_errors.security import keys
 
 __all__ = ["StageJoinError", "ZmqWorkerLink", "run_remote_stage"]
 

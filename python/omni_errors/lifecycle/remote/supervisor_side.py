@@ -25,7 +25,6 @@ import omni_errors
 from omni_errors.lifecycle.channels import Kind
 from omni_errors.lifecycle.engine import RemoteStageSpec
 from omni_errors.lifecycle.links import Refusal
-from omni_errors.lifecycle.remote import keys
 from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, endpoint_host
 from omni_errors.lifecycle.remote.messages import (
     LINK_MAJOR,
@@ -38,6 +37,7 @@ from omni_errors.lifecycle.remote.messages import (
 )
 from omni_errors.lifecycle.remote.session import RemoteStageLink
 from omni_errors.lifecycle.supervisor_types import LifecycleConfig
+from omni_errors.security import keys
 
 __all__ = ["LinkServer", "LinkStats"]
 

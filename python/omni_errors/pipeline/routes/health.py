@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.responses import JSONResponse, Response
 
-from omni_errors.exceptions import OmniServiceUnavailableError
 from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import Service
+from omni_errors.semantics.exceptions import OmniServiceUnavailableError
 
 __all__ = ["routes"]
 

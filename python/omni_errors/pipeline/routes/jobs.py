@@ -16,11 +16,11 @@ from fastapi import APIRouter, Header
 from starlette.responses import Response
 from vllm.exceptions import VLLMValidationError
 
-from omni_errors.exceptions import OmniConflictError
 from omni_errors.pipeline.audio import audio_response_body
 from omni_errors.pipeline.schemas import JobRequest, Limits, speech_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
+from omni_errors.semantics.exceptions import OmniConflictError
 
 __all__ = ["routes"]
 

@@ -10,10 +10,10 @@ and the vLLM-Omni plugin both use when a pipeline dies: the first fatal failure'
 (in its canonical form, built here once), and the process's exit code is the one of highest
 precedence among the fatal failures it saw, so a cause reported after its consequence still wins.
 
-`omni_errors.classification` imports vLLM, fastapi and jinja2 (15-60 s on these machines), so a
+`omni_errors.semantics.classification` imports vLLM, fastapi and jinja2 (15-60 s on these machines), so a
 stage uses the full table only when vLLM is already loaded there (a real vLLM stage pays nothing
 more); a torch-only stage uses the vLLM-free core the full table extends
-(`omni_errors.core_table`), whose torch rows are looked up in `sys.modules`, never imported.
+(`omni_errors.semantics.core_table`), whose torch rows are looked up in `sys.modules`, never imported.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import sys
 import threading
 
 from omni_errors import OmniErrorDetails
-from omni_errors.core_table import CORE, OUT_OF_MEMORY, fatal_record
-from omni_errors.lifecycle.exitcodes import ExitCode
-from omni_errors.rules import RuleTable
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import CORE, OUT_OF_MEMORY, fatal_record
+from omni_errors.semantics.rules import RuleTable
 
 __all__ = ["PRECEDENCE", "FatalState", "canonical_fatal", "classify_failure", "fatal_cause"]
 
@@ -35,7 +35,7 @@ def _table() -> RuleTable:
     """The full table where vLLM is loaded (importing it then costs little), else the core."""
     if "vllm" in sys.modules:
         try:
-            from omni_errors.classification import TABLE
+            from omni_errors.semantics.classification import TABLE
         except Exception:  # omni-errors: ignore[OE202]: the classifier must never turn a failure into a second failure
             return CORE
         return TABLE

@@ -2,7 +2,7 @@
 
 Rows: torch's fatal types (looked up lazily, never imported), omni_errors' own errors, a raw
 `TimeoutError` at a stage deadline, vLLM's raw-type migration fallbacks, and the safety net. A
-stage process without vLLM classifies with `classify_core`; `omni_errors.classification.classify`
+stage process without vLLM classifies with `classify_core`; `omni_errors.semantics.classification.classify`
 is this table extended with vLLM's hierarchy and the Omni types, so the two agree on everything
 the core knows.
 
@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import OmniErrorsError
-from omni_errors.rules import LazyClass, Rule, RuleTable
+from omni_errors.semantics.rules import LazyClass, Rule, RuleTable
 
 __all__ = [
     "CORE",

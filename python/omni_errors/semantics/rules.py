@@ -4,7 +4,7 @@
 inherits its parent's row until it gets its own. A row may name its class lazily (`LazyClass`): it
 is looked up in `sys.modules`, never imported, because an exception of a class can only exist
 once its module is loaded. `table.extend(rows)` puts more specific rows in front of a table: the
-vLLM-free core (`omni_errors.core_table`) is extended that way by `omni_errors.classification`.
+vLLM-free core (`omni_errors.semantics.core_table`) is extended that way by `omni_errors.semantics.classification`.
 
 This module imports nothing heavy.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import InvalidRecordError
-from omni_errors.http_status import Category, category_for_status, error_type_for, phrase, type_for_status
+from omni_errors.semantics.http_status import Category, category_for_status, error_type_for, phrase, type_for_status
 
 __all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record", "with_ids"]
 
@@ -187,7 +187,7 @@ class RuleTable:
         stage_id: int | None = None,
         raw_fallbacks: bool = True,
     ) -> OmniErrorDetails:
-        """The canonical record of `exc` by this table (see `omni_errors.classification.classify`)."""
+        """The canonical record of `exc` by this table (see `omni_errors.semantics.classification.classify`)."""
         rule = self.lookup(type(exc), raw_fallbacks=raw_fallbacks, stage_known=stage_id is not None)
         carried = getattr(exc, "details", None) if rule.carrier else None
         if isinstance(carried, OmniErrorDetails):

@@ -1,7 +1,7 @@
 """vLLM-Omni 0.30's flat error carriers, read into records and written back for older peers.
 
 Compatibility window: these carriers sent only a status, so their category is inferred from it
-(`omni_errors.http_status.category_for_status`: 400-499 -> client, 500-599 -> server, anything
+(`omni_errors.semantics.http_status.category_for_status`: 400-499 -> client, 500-599 -> server, anything
 else -> server 500); nothing better exists for their frames. Everywhere else, ownership comes
 from `category`.
 The reader stays for the 0.31 and 0.32 releases (one release after every stage speaks the record
@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.http_status import category_for_status, error_type_for
-from omni_errors.rules import build_record
+from omni_errors.semantics.http_status import category_for_status, error_type_for
+from omni_errors.semantics.rules import build_record
 
 __all__ = ["LegacyKind", "from_legacy", "is_request_error", "to_legacy"]
 
@@ -74,7 +74,7 @@ def from_legacy(
     if isinstance(carrier, OmniErrorDetails):
         return carrier
     if is_request_error(carrier):
-        from omni_errors.classification import classify
+        from omni_errors.semantics.classification import classify
 
         # to_exception() gives vLLM's own classes, so the raw-type fallbacks never apply.
         exc = carrier.to_exception()  # type: ignore[attr-defined]

@@ -53,12 +53,12 @@ def report(
             (400) and `NotImplementedError` (501) at this boundary; off, they are 500.
         on_fatal: called with a fatal record, after it is counted and before it is rendered.
     """
-    from omni_errors.metrics import observe
+    from omni_errors.semantics.metrics import observe
 
     if isinstance(failure, OmniErrorDetails):
         details = failure
     else:
-        from omni_errors.classification import classify
+        from omni_errors.semantics.classification import classify
 
         details = classify(failure, request_id=request_id, stage_id=stage_id, raw_fallbacks=raw_fallbacks)
     observe(details)

@@ -1,9 +1,9 @@
 """`classify`: exception -> `OmniErrorDetails`, by the core table extended with vLLM's hierarchy and the Omni types.
 
-`TABLE` is `omni_errors.core_table.CORE` with the rows below in front of it, most specific first;
-`classify()` takes the first class of `type(exc).__mro__` that has a row (`omni_errors.rules`), so a
+`TABLE` is `omni_errors.semantics.core_table.CORE` with the rows below in front of it, most specific first;
+`classify()` takes the first class of `type(exc).__mro__` that has a row (`omni_errors.semantics.rules`), so a
 subclass inherits its parent's row until it gets its own. The same table produces the error
-catalogue (`omni_errors.catalog`, `docs/errors.md`).
+catalogue (`omni_errors.semantics.catalog`, `docs/errors.md`).
 
 Importing this module imports vLLM (the rows name its classes); `import omni_errors` alone does not.
 """
@@ -31,8 +31,8 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.core_table import CORE, FATAL, TIMEOUT, UNAVAILABLE
-from omni_errors.exceptions import (
+from omni_errors.semantics.core_table import CORE, FATAL, TIMEOUT, UNAVAILABLE
+from omni_errors.semantics.exceptions import (
     GuardrailViolationError,
     OmniClientError,
     OmniConflictError,
@@ -43,7 +43,7 @@ from omni_errors.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
-from omni_errors.rules import LazyClass, Rule
+from omni_errors.semantics.rules import LazyClass, Rule
 
 __all__ = ["RULES", "TABLE", "classify", "rule_for"]
 

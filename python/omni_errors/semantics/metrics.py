@@ -1,6 +1,6 @@
 """`omni_errors_total{category,error_type,status,stage_id,fatal}`: every error rendered to a client.
 
-Counted once, where the error leaves the process, by `omni_errors.reporting.report`: the server
+Counted once, where the error leaves the process, by `omni_errors.semantics.reporting.report`: the server
 handlers (non-streaming HTTP), the SSE and WebSocket terminal events, and async jobs when their
 failure is stored. `stage_id` is "" when
 the failure has no stage. The counter lives in prometheus-client's default registry, the one vLLM's

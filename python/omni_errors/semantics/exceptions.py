@@ -21,7 +21,7 @@ from vllm.exceptions import VLLMClientError, VLLMServerError
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.http_status import error_type_for
+from omni_errors.semantics.http_status import error_type_for
 
 __all__ = [
     "GuardrailViolationError",
