@@ -87,6 +87,56 @@ def test_no_import_cycle() -> None:
             visit(node)
 
 
+#: Packages that are siblings above the core: neither imports the other (what both need, the fatal
+#: policy and the ZMQ security among it, is in the core below them).
+SIBLINGS = ("omni_errors.lifecycle", "omni_errors.vllm_omni")
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_reference_lifecycle_and_the_plugin_are_siblings() -> None:
+    crossing = [
+        f"{name} imports {imported}"
+        for name, path in MODULES.items()
+        for imported in sorted(_imports(name, path))
+        for own, other in (SIBLINGS, SIBLINGS[::-1])
+        if _in(name, own) and _in(imported, other)
+    ]
+    assert crossing == []
+
+
+#: Where a value from outside becomes typed: the only modules that may build an `ExitCode` from a
+#: variable, or set a record's request id with `replace`. Everywhere else uses their helpers.
+PARSERS = {"ExitCode": "omni_errors.fatal.exitcodes", "request_id": "omni_errors.semantics.ids"}
+
+
+def _conversions(path: Path) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name == "ExitCode" and not all(isinstance(arg, ast.Constant) for arg in node.args):
+            found.append(("ExitCode", node.lineno))
+        if name == "replace" and any(k.arg == "request_id" for k in node.keywords):
+            found.append(("request_id", node.lineno))
+    return found
+
+
+def test_exit_codes_and_request_ids_are_converted_only_by_their_parsers() -> None:
+    outside = [
+        f"{name}:{line} ({what})"
+        for name, path in MODULES.items()
+        for what, line in _conversions(path)
+        if name != PARSERS[what]
+    ]
+    assert outside == []
+    assert all(_conversions(MODULES[module]) for module in PARSERS.values())  # the check sees them
+
+
 def _private_uses(path: Path, current: str) -> list[str]:
     tree = ast.parse(path.read_text())
     found = []

@@ -15,7 +15,7 @@ from typing import Any
 import omni_errors
 import pytest
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.lifecycle import StageRequestError
+from omni_errors.lifecycle import StageRequestError, StageSpec, Supervisor
 from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.requests import Requests
 from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
@@ -186,3 +186,28 @@ def test_requests_are_answered_once() -> None:
     requests, got = asyncio.run(main())
     assert got == ["a"]  # b finished normally (no results emitted), a failed once
     assert (requests.answered, requests.late) == (2, 3)  # late: a again, b from stage 1, a's output
+
+
+def test_a_request_id_the_record_cannot_carry_never_turns_an_answer_into_an_exception() -> None:
+    long_id, wide_id = "r" * 257, "é" * 200  # 257 characters; 200 characters but 400 UTF-8 bytes
+    refused = Supervisor([StageSpec("toy:ARStage")])  # never started: not serving
+    for rid in (long_id, wide_id, "ok"):
+        with pytest.raises(omni_errors.OmniServerError) as info:
+            refused.submit({}, request_id=rid)
+        details = info.value.details
+        assert (details.status_code, details.request_id) == (503, rid if rid == "ok" else None)
+
+    async def main() -> list[str | None]:
+        requests = Requests()
+        for rid in (long_id, wide_id):
+            requests.open(rid, None)
+        assert requests.fail(long_id, fatal_record(stage_id=0))
+        assert requests.fail_all(fatal_record(stage_id=1)) == 1
+        got: list[str | None] = []
+        for rid in (long_id, wide_id):
+            with pytest.raises(StageRequestError) as failed:
+                _ = [r async for r in requests.stream(rid, StageRequestError)]
+            got.append(failed.value.details.request_id)
+        return got
+
+    assert asyncio.run(main()) == [None, None]  # answered, without the id the record cannot hold

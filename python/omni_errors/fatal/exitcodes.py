@@ -1,14 +1,17 @@
-"""Process exit codes of stage workers and of the API (supervising) process.
+"""Process exit codes of stage workers and of the API (supervising) process, and their parsers.
 
 Orchestrators (Kubernetes, Docker, systemd) only see the exit status, so each way a pipeline can
 end has its own code. The values avoid 1 and 2 (Python's uncaught exception and usage errors) and
 126-165 (the shell's "not executable" and 128+signal codes), except for the signal rows, which
-follow the 128+signal convention on purpose. `docs/lifecycle.md` carries the same table.
+follow the 128+signal convention on purpose. The tables in the docs and `omni-errors doctor` are
+generated from this enum (`omni_errors.fatal.tables`).
+
+A code is typed (`ExitCode`) everywhere inside; values from outside (a peer's frame, a child's exit
+status) become one here, once, by a total parser that never raises on an error path.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import signal
 
@@ -39,18 +42,33 @@ class ExitCode(enum.IntEnum):
     #: Stopped by SIGTERM (128 + 15).
     SIGTERM = 128 + signal.SIGTERM
 
+    @classmethod
+    def parse(cls, value: object) -> ExitCode | None:
+        """The documented code `value` stands for, or None for anything else.
 
-def exit_code_for_signal(signum: int) -> int:
-    """The 128+signal code for `signum` (SIGINT -> 130, SIGTERM -> 143)."""
-    return 128 + int(signum)
+        Total: an unknown code (a newer release's), a bool, a string or a huge int from a peer
+        gives None, never an exception, because it is read on the paths that answer failures.
+        """
+        if isinstance(value, cls):
+            return value
+        if type(value) is not int:  # not bool (an int subclass), not a float that happens to be whole
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            return None
 
 
-def stage_exit_code(child_code: int | None) -> ExitCode:
+def exit_code_for_signal(signum: int) -> ExitCode:
+    """The 128+signal code of a signal the lifecycle stops on (SIGINT -> 130, SIGTERM -> 143).
+
+    Raises ValueError for any other signal: the lifecycle installs handlers for these two only.
+    """
+    return ExitCode(128 + int(signum))
+
+
+def stage_exit_code(child_code: object) -> ExitCode:
     """The pipeline's exit code for a stage that ended with `child_code`: the stage's own code
     when it is a documented failure, else STAGE_LOST (killed by a signal, or an unknown code)."""
-    if child_code is not None:
-        with contextlib.suppress(ValueError):
-            code = ExitCode(child_code)
-            if code is not ExitCode.OK:
-                return code
-    return ExitCode.STAGE_LOST
+    code = ExitCode.parse(child_code)
+    return code if code is not None and code is not ExitCode.OK else ExitCode.STAGE_LOST

@@ -16,6 +16,7 @@ from typing import Any
 from omni_errors import OmniErrorDetails
 from omni_errors.lifecycle.links import Output
 from omni_errors.lifecycle.supervisor_types import StageResult
+from omni_errors.semantics.ids import with_request_id
 
 __all__ = ["Requests"]
 
@@ -91,14 +92,14 @@ class Requests:
             return False
         del self._live[request_id]
         self.answered += 1
-        req.queue.put_nowait(details.replace(request_id=request_id))
+        req.queue.put_nowait(with_request_id(details, request_id))
         return True
 
     def fail_all(self, details: OmniErrorDetails) -> int:
         live, self._live = self._live, {}
         self.answered += len(live)
         for request_id, req in live.items():
-            req.queue.put_nowait(details.replace(request_id=request_id))
+            req.queue.put_nowait(with_request_id(details, request_id))
         return len(live)
 
     def at_stage(self, stage_id: int) -> list[str]:

@@ -44,6 +44,7 @@ from omni_errors.lifecycle.supervisor_types import (
 )
 from omni_errors.lifecycle.watchdog import Watchdog
 from omni_errors.semantics.core_table import fatal_record, unavailable_record
+from omni_errors.semantics.ids import with_request_id
 
 if TYPE_CHECKING:
     from omni_errors.lifecycle.remote.config import LinkConfig
@@ -78,7 +79,7 @@ class Supervisor:
         self._state = State.NEW
         self._dead_error: OmniErrorDetails | None = None
         self._dead_reason: str | None = None
-        self._exit_code = int(ExitCode.OK)
+        self._exit_code = ExitCode.OK
         self._fatal = FatalState()
         self._stopped = asyncio.Event()
         self._stop: StopPlan | None = None
@@ -97,7 +98,7 @@ class Supervisor:
         return self._dead_error
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         """What the API process should exit with: 0 after a clean stop, else from `ExitCode`."""
         return self._exit_code
 
@@ -179,7 +180,7 @@ class Supervisor:
         stage 0's queue is at its high-water mark (503)."""
         if not self._state.serving or self._loop is None:
             details = self._dead_error or unavailable_record("The pipeline is not serving", stage_id=None)
-            raise self._error_factory(details.replace(request_id=request_id))
+            raise self._error_factory(with_request_id(details, request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
             raise DuplicateRequestError(request_id)
@@ -212,7 +213,7 @@ class Supervisor:
         if stage is not None:
             self._links[stage].abort(request_id)
 
-    async def shutdown(self, *, drain_timeout: float = 0.0, exit_code: int = 0) -> None:
+    async def shutdown(self, *, drain_timeout: float = 0.0, exit_code: ExitCode = ExitCode.OK) -> None:
         """Stop serving: let in-flight requests finish for `drain_timeout`, answer the rest 503,
         ask each stage to stop, then terminate/kill stragglers and release shm and sockets."""
         if self._state is State.NEW:
@@ -335,19 +336,19 @@ class Supervisor:
         starting = self._state is State.STARTING
         if not self._move(State.DEAD):
             if self._fatal.record is not None:  # a cause reported after the death may still win
-                self._exit_code = int(self._fatal.note(code))
+                self._exit_code = self._fatal.note(code)
             return
         self._dead_reason = reason or details.message
         self._fatal.declare(details, code, starting=starting)  # the one fatal policy
         details, code = self._fatal.record or details, self._fatal.exit_code or code
         self._dead_error = details
-        self._exit_code = int(code)
+        self._exit_code = code
         answered = self._requests.fail_all(details)
         logger.critical(
             "pipeline dead: stage %s: %s (exit code %d); answered %d requests, stopping stages",
             details.stage_id,
             self._dead_reason,
-            int(code),
+            code,
             answered,
         )
         for ready in self._ready:

@@ -80,7 +80,7 @@ class DuplicateRequestError(ValueError):
 class StageStartupError(RuntimeError):
     """A stage failed to start; `.details` is the root cause reported by the child (sanitized)."""
 
-    exit_code = int(ExitCode.STARTUP_FAILURE)
+    exit_code = ExitCode.STARTUP_FAILURE
 
     def __init__(self, details: OmniErrorDetails, reason: str | None = None) -> None:
         super().__init__(f"stage {details.stage_id} failed to start: {reason or details.message}")

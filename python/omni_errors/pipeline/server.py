@@ -62,7 +62,7 @@ class _Uvicorn(uvicorn.Server):
             self.force_exit = True
 
 
-async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
+async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> ExitCode:
     """Run until the pipeline stops; returns the process exit code."""
     loop = asyncio.get_running_loop()
     service = Service(cfg.pipeline, cfg.lifecycle, cfg.link)
@@ -88,7 +88,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
         return sup.exit_code or exc.exit_code
     except LinkConfigError as exc:  # e.g. the link address is taken or not on this host
         logger.critical("pipeline failed to start: %s", exc)
-        return int(ExitCode.STARTUP_FAILURE)
+        return ExitCode.STARTUP_FAILURE
     finally:
         sup.remove_signal_handlers()
     if not sup.health().ok:
@@ -112,7 +112,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
     await server.serve(sockets=[sock] if sock is not None else None)
     if sup.health().state in (State.RUNNING, State.STARTING):
-        await sup.shutdown(exit_code=0)
+        await sup.shutdown(exit_code=ExitCode.OK)
     await sup.wait_dead()
     code = sup.exit_code
     error = sup.dead_error
@@ -120,7 +120,7 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> int:
         logger.critical(
             "exiting with code %d (%s): stage %s (%s) failed",
             code,
-            _code_name(code),
+            code.name.lower(),
             error.stage_id,
             _stage_name(error.stage_id),
         )
@@ -142,13 +142,6 @@ def _import_in_background(module: str) -> concurrent.futures.Future[None]:
 
     threading.Thread(target=run, name="import-api", daemon=True).start()
     return future
-
-
-def _code_name(code: int) -> str:
-    try:
-        return ExitCode(code).name.lower()
-    except ValueError:
-        return "unknown"
 
 
 def _stage_name(stage_id: int | None) -> str:

@@ -19,8 +19,9 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails
 from omni_errors.errors import InvalidRecordError
 from omni_errors.semantics.http_status import Category, category_for_status, error_type_for, phrase, type_for_status
+from omni_errors.semantics.ids import with_ids
 
-__all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record", "with_ids"]
+__all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record"]
 
 # Fields of an exception that become public text; returns (message, parameter).
 Extractor = Callable[[BaseException], tuple[str, "str | None"]]
@@ -238,18 +239,3 @@ def _message_of(exc: BaseException, rule: Rule) -> tuple[str, str | None]:
     else:
         message = str(exc)
     return str(message), parameter if isinstance(parameter, str) else None
-
-
-def with_ids(details: OmniErrorDetails, *, request_id: str | None, stage_id: int | None) -> OmniErrorDetails:
-    """`details` with the request and stage ids it lacks; ids it already has are kept."""
-    changes: dict[str, str | int] = {}
-    if details.request_id is None and request_id is not None:
-        changes["request_id"] = request_id
-    if details.stage_id is None and stage_id is not None:
-        changes["stage_id"] = stage_id
-    if not changes:
-        return details
-    try:
-        return details.replace(**changes)
-    except InvalidRecordError:  # an id over its limit: the record stays valid without it
-        return details

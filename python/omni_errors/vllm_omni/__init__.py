@@ -136,7 +136,7 @@ def _check_keys() -> None:
         load_keys(Path(directory))
     except Exception as exc:  # a KeyFileError or an OSError: said once, then no process
         _decision_log.critical("omni-errors: %s cannot be used, so this process does not start: %s", KEYS_ENV, exc)
-        raise SystemExit(int(ExitCode.STARTUP_FAILURE)) from None
+        raise SystemExit(ExitCode.STARTUP_FAILURE) from None
 
 
 def register() -> None:

@@ -260,8 +260,8 @@ async def _exit_after(shutdown: Any) -> None:
     # and replaced, say) does not turn a Ctrl+C into a failure.
     code = fatal.exit_code() if fatal.declared() is not None else None
     if code is not None:
-        _log.critical("omni-errors: server stopped after a fatal stage failure; exiting with %d", int(code))
-        raise SystemExit(int(code))
+        _log.critical("omni-errors: server stopped after a fatal stage failure; exiting with %d", code)
+        raise SystemExit(code)
 
 
 def make_raise_error_message(module: ModuleType, original: Any) -> Any:

@@ -34,7 +34,7 @@ from omni_errors._native import OmniErrorDetails, decode, encode, peek
 from omni_errors.errors import DecodeError
 from omni_errors.semantics.core_table import stage_failure_record
 from omni_errors.semantics.exceptions import rebuild
-from omni_errors.semantics.rules import with_ids
+from omni_errors.semantics.ids import with_ids
 from omni_errors.vllm_omni.records import stage_failure
 
 __all__ = [

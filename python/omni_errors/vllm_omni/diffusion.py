@@ -28,7 +28,7 @@ import zmq
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
-from omni_errors.semantics.rules import with_ids
+from omni_errors.semantics.ids import with_ids
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.links import LinkWatch, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
@@ -139,7 +139,7 @@ def make_frame_encoder(module: ModuleType, original: type) -> type:
                 value = _recorded(exc, request_id=obj.get("request_id"))
                 if value is not None:
                     if value.details.fatal:  # the code that wins in this process (the fatal policy)
-                        value = Carried(value.details, int(fatal.note(value.exit_code or ExitCode.FATAL_ENGINE)))
+                        value = Carried(value.details, fatal.note(value.exit_code or ExitCode.FATAL_ENGINE))
                     obj = {**obj, **frame_fields(value)}
             return super().encode(obj)
 
@@ -153,7 +153,7 @@ def make_proc_close(module: ModuleType, original: Any) -> Any:
         original(self)
         code = fatal.exit_code()
         if code is not None:  # the proc is ending because of a fatal failure: say which
-            raise SystemExit(int(code))
+            raise SystemExit(code)
 
     return close
 
@@ -196,7 +196,7 @@ def make_signal_fatal(module: ModuleType, original: Any) -> Any:
         event = self._fatal_event
         watch = _links.get(self)
         if event is not None and not event.is_set() and watch is not None:
-            value = Carried(fatal_record(stage_id=None), int(fatal.note(ExitCode.FATAL_ENGINE)))
+            value = Carried(fatal_record(stage_id=None), fatal.note(ExitCode.FATAL_ENGINE))
             _send_now(watch.sockets.get(watch.endpoints[1]), encoder.encode({"type": "error", **frame_fields(value)}))
         original(self, reason)
 

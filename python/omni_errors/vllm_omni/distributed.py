@@ -275,7 +275,7 @@ def make_wait_for_diffusion_replicas(module: ModuleType, original: Any) -> Any:
         if code is None or code == 0:
             return
         ended = stage_exit_code(code)
-        _log.error("omni-errors: the headless launcher exits with %d, as its replica ended", int(ended))
-        raise SystemExit(int(ended))
+        _log.error("omni-errors: the headless launcher exits with %d, as its replica ended", ended)
+        raise SystemExit(ended)
 
     return wait_for_diffusion_manager_liveness

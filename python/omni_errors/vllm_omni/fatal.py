@@ -29,14 +29,14 @@ _lock = threading.Lock()
 _callbacks: list[Callback] = []
 
 
-def note(code: int) -> ExitCode:
+def note(code: ExitCode) -> ExitCode:
     """Take the exit code a fatal failure seen here implies into account, without ending anything
     yet; returns the code that wins so far.
 
     The part of the process that saw the failure's type (an OOM in a worker, say) is rarely the
     one that ends the pipeline; this keeps the specific code for when it does.
     """
-    return _state.note(ExitCode(code))
+    return _state.note(code)
 
 
 def declare(details: OmniErrorDetails, code: ExitCode) -> bool:
@@ -51,7 +51,7 @@ def declare(details: OmniErrorDetails, code: ExitCode) -> bool:
             record.stage_id,
             record.status_code,
             record.error_type,
-            int(winner),
+            winner,
         )
         for callback in callbacks:
             try:

@@ -23,10 +23,10 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.errors import InvalidRecordError
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import canonical_fatal
 from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.ids import with_request_id
 from omni_errors.vllm_omni import distributed, fatal
 from omni_errors.vllm_omni.client import last_words
 from omni_errors.vllm_omni.links import RemoteReplica
@@ -58,7 +58,7 @@ async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: Exit
     message_cls = error_message_class()
     request_ids = list(orchestrator.request_states)
     for request_id in request_ids:
-        await orchestrator.output_async_queue.put(message_cls.of(details.replace(request_id=request_id)))
+        await orchestrator.output_async_queue.put(message_cls.of(with_request_id(details, request_id)))
     if request_ids:
         await orchestrator._cleanup_request_ids(request_ids, abort=False, release_owners=True)
     from vllm_omni.engine.messages import ShutdownRequestMessage
@@ -107,12 +107,8 @@ def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
         if tracker.is_companion(output.request_id):
             parent_id = tracker.get_parent_id(output.request_id) or output.request_id
         value = output_record(output, request_id=parent_id, stage_id=stage_id, error=error)
-        details = value.details
-        if details.request_id != parent_id:  # a CFG companion failed: its parent is what the client sent
-            try:
-                details = details.replace(request_id=parent_id)
-            except InvalidRecordError:
-                details = details.replace(request_id=None)
+        # A CFG companion's record answers its parent, the request the client sent.
+        details = with_request_id(value.details, parent_id)
         remote = _remote_client(self, stage_id, self.stage_pools[stage_id].get_bound_replica_id(output.request_id))
         await self.output_async_queue.put(message_cls.of(details))
         await self._cleanup_request_ids(
@@ -123,8 +119,7 @@ def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
         if remote is not None:  # a remote replica died of it: the replica is lost, not yet the pipeline
             remote._engine_dead = True
             return
-        code = ExitCode(value.exit_code) if value.exit_code is not None else ExitCode.FATAL_ENGINE
-        await fail_pipeline(self, details, code)
+        await fail_pipeline(self, details, value.exit_code or ExitCode.FATAL_ENGINE)
 
     return _handle_stage_error
 
@@ -146,7 +141,7 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
         if death is not None:
-            code = ExitCode(death.exit_code or ExitCode.FATAL_ENGINE)
+            code = death.exit_code or ExitCode.FATAL_ENGINE
         elif isinstance(getattr(error, "details", None), OmniErrorDetails):
             code = ExitCode.FATAL_ENGINE
         else:
@@ -160,7 +155,7 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
 async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
     """A remote replica is gone: answer its requests, detach it (so that it may register again), and
     if its stage has no replica left, open the stage's rejoin window."""
-    death = last_words(client) or Carried(fatal_record(stage_id=stage_id), int(ExitCode.LINK_LOST))
+    death = last_words(client) or Carried(fatal_record(stage_id=stage_id), ExitCode.LINK_LOST)
     _log.error(
         "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
         stage_id,
@@ -188,7 +183,7 @@ async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int
         await orchestrator._cleanup_request_ids(stranded, abort=True, release_owners=True)
     if live:
         return
-    outage = distributed.rejoin().open(stage_id, death.details, ExitCode(death.exit_code or ExitCode.LINK_LOST))
+    outage = distributed.rejoin().open(stage_id, death.details, death.exit_code or ExitCode.LINK_LOST)
     loop = asyncio.get_running_loop()
     loop.call_later(max(0.0, outage.deadline - loop.time() + 0.05), _expire_soon, orchestrator, stage_id)
 

@@ -17,6 +17,8 @@ vLLM-Omni's `OmniClientError`) become 4xx there.
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +27,8 @@ from omni_errors.errors import DecodeError
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import fatal_cause
 from omni_errors.semantics.core_table import fatal_record, stage_failure_record
+from omni_errors.semantics.ids import with_ids
 from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
-from omni_errors.semantics.rules import with_ids
 
 __all__ = [
     "EXIT_KEY",
@@ -43,6 +45,8 @@ __all__ = [
     "stage_failure",
 ]
 
+_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+
 RECORD_ATTR = "omni_error"
 FRAME_KEY = "omni_error"
 EXIT_KEY = "omni_error_exit"
@@ -53,7 +57,7 @@ class Carried:
     """A record on its way, and for a fatal one the exit code it implies (81 OOM, 80 otherwise)."""
 
     details: OmniErrorDetails
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
 
 
 def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
@@ -67,7 +71,26 @@ def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id
     if not details.fatal:  # a fatal type wrapped by a library (seed 003): the chain decides
         details = fatal_record(stage_id=details.stage_id, request_id=details.request_id)
     code = cause[1] if cause is not None else ExitCode.FATAL_ENGINE
-    return Carried(details, int(code))
+    return Carried(details, code)
+
+
+_ignored_lock = threading.Lock()
+_ignored_logged = False
+
+
+def _peer_exit_code(value: object) -> ExitCode | None:
+    """The exit code a peer's frame names, or None; a value that is not a documented code (a newer
+    release's, a malformed frame's) is ignored, and said once per process."""
+    global _ignored_logged
+    code = ExitCode.parse(value)
+    if code is None and value is not None:
+        with _ignored_lock:
+            first, _ignored_logged = not _ignored_logged, True
+        if first:
+            _log.warning(
+                "omni-errors: ignored an exit code that is not a documented one in a peer's frame: %.40r", value
+            )
+    return code
 
 
 def attach(carrier: Any, value: Carried) -> None:
@@ -89,8 +112,8 @@ def carried(carrier: Any) -> Carried | None:
             details = decode(raw)
         except DecodeError:
             return None
-        code = carrier.get(EXIT_KEY)
-        return Carried(details, code if isinstance(code, int) and details.fatal else None)
+        code = _peer_exit_code(carrier.get(EXIT_KEY)) if details.fatal else None
+        return Carried(details, code)
     value = getattr(carrier, RECORD_ATTR, None)
     return value if isinstance(value, Carried) else None
 
@@ -104,7 +127,7 @@ def frame_fields(value: Carried) -> dict[str, Any]:
         FRAME_KEY: encode(value.details),
     }
     if value.exit_code is not None:
-        fields[EXIT_KEY] = value.exit_code
+        fields[EXIT_KEY] = int(value.exit_code)  # msgpack writes a plain int
     return fields
 
 

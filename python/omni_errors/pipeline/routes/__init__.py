@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import uuid
 
-__all__ = ["FAULT_HEADER", "request_id"]
+from omni_errors.semantics.ids import request_id_fits
+
+__all__ = ["FAULT_HEADER", "acceptable_id", "request_id"]
 
 FAULT_HEADER = "x-omni-fault"
 
 
+def acceptable_id(value: str) -> bool:
+    """Whether a client's id can name its request: printable, and short enough for the record to carry."""
+    return value.isprintable() and request_id_fits(value)
+
+
 def request_id(prefix: str, header: str | None) -> str:
-    """The client's `x-request-id` when it is a short printable string, else a fresh `prefix-<hex>`."""
-    if header and len(header) <= 128 and header.isprintable():
+    """The client's `x-request-id` when it is an acceptable id, else a fresh `prefix-<hex>`."""
+    if header and acceptable_id(header):
         return header
     return f"{prefix}-{uuid.uuid4().hex}"

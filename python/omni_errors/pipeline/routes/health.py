@@ -20,7 +20,7 @@ def routes(service: Service, limits: Limits) -> APIRouter:
         h = service.supervisor.health()
         if not h.ok:
             stage = h.error.stage_id if h.error is not None else None
-            raise OmniServiceUnavailableError(f"the pipeline is {h.state}", stage_id=stage)
+            raise OmniServiceUnavailableError(f"the pipeline is {h.state.value}", stage_id=stage)
         return JSONResponse({"status": "ok"})
 
     @router.get("/v1/models")

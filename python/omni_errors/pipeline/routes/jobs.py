@@ -16,7 +16,9 @@ from fastapi import APIRouter, Header
 from starlette.responses import Response
 from vllm.exceptions import VLLMValidationError
 
+from omni_errors._native import MAX_REQUEST_ID_LEN
 from omni_errors.pipeline.audio import audio_response_body
+from omni_errors.pipeline.routes import acceptable_id
 from omni_errors.pipeline.schemas import JobRequest, Limits, speech_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
@@ -42,8 +44,8 @@ def routes(service: Service, limits: Limits) -> APIRouter:
     async def create_job(req: JobRequest, x_omni_fault: str | None = Header(default=None)) -> Response:
         payload = speech_payload(req, limits, x_omni_fault)
         job_id = req.id or f"job-{uuid.uuid4().hex}"
-        if len(job_id) > 128 or not job_id.isprintable():
-            raise VLLMValidationError("id must be at most 128 printable characters", parameter="id")
+        if not acceptable_id(job_id):
+            raise VLLMValidationError(f"id must be printable and at most {MAX_REQUEST_ID_LEN} bytes", parameter="id")
         if store.exists(job_id):
             raise OmniConflictError("a job with this id already exists")
         service.submit(payload, job_id)
