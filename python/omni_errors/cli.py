@@ -32,6 +32,11 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _catalog(args: argparse.Namespace) -> int:
+    if args.exit_codes:
+        from omni_errors.fatal.tables import generated, markdown_table
+
+        sys.stdout.write(generated("exit codes", markdown_table()))
+        return 0
     from omni_errors.semantics.catalog import render_catalog
 
     sys.stdout.write(render_catalog())
@@ -82,6 +87,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     bench.set_defaults(func=_bench)
     catalog = sub.add_parser("catalog", help="print the error catalogue (Markdown) generated from the classify table")
+    catalog.add_argument(
+        "--exit-codes", action="store_true", help="print the exit-code table of docs/lifecycle.md instead"
+    )
     catalog.set_defaults(func=_catalog)
     keys = sub.add_parser(
         "keys",

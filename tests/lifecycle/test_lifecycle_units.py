@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import select
 import signal
 import struct
@@ -14,7 +13,6 @@ from typing import Any
 
 import omni_errors
 import pytest
-from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.lifecycle import StageRequestError, StageSpec, Supervisor
 from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
 from omni_errors.lifecycle.requests import Requests
@@ -22,13 +20,6 @@ from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
 from omni_errors.lifecycle.state import State, transition
 from omni_errors.lifecycle.stopping import StopPlan
 from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record, timeout_record, unavailable_record
-
-DOC = Path(__file__).parents[2] / "docs" / "lifecycle.md"
-
-
-def test_exit_code_table_is_documented() -> None:
-    rows = dict(re.findall(r"^\| (\d+) \| `(\w+)` \|", DOC.read_text(), re.M))
-    assert {int(k): v for k, v in rows.items()} == {int(c): c.name for c in ExitCode}
 
 
 def test_async_handlers_pass_every_signal_to_one_entry_point() -> None:

@@ -33,7 +33,7 @@ def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
     assert report["versions"]["vllm-omni"] == "0.30.0" and report["versions"]["vllm"].startswith("0.30.")
     assert [t["target"] for t in report["targets"]] == [t.key for t in TARGETS]
     assert {t["state"] for t in report["targets"]} == {"matches"}
-    assert [c["code"] for c in report["fatal_exit_codes"]] == [81, 80, 85, 86]
+    assert [c["code"] for c in report["fatal_exit_codes"]] == [82, 81, 80, 86, 85]  # by precedence
     assert report["multi_node"]["sockets"] == {"curve": False, "keys": None, "error": None}
     assert report["multi_node"]["rejoin_window_s"] == 120.0
 

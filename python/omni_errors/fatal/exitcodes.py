@@ -4,7 +4,7 @@ Orchestrators (Kubernetes, Docker, systemd) only see the exit status, so each wa
 end has its own code. The values avoid 1 and 2 (Python's uncaught exception and usage errors) and
 126-165 (the shell's "not executable" and 128+signal codes), except for the signal rows, which
 follow the 128+signal convention on purpose. The tables in the docs and `omni-errors doctor` are
-generated from this enum (`omni_errors.fatal.tables`).
+generated from `ExitCode`, `MEANINGS` and the policy's `PRECEDENCE` (`omni_errors.fatal.tables`).
 
 A code is typed (`ExitCode`) everywhere inside; values from outside (a peer's frame, a child's exit
 status) become one here, once, by a total parser that never raises on an error path.
@@ -14,32 +14,23 @@ from __future__ import annotations
 
 import enum
 import signal
+from collections.abc import Mapping
 
-__all__ = ["ExitCode", "exit_code_for_signal", "stage_exit_code"]
+__all__ = ["MEANINGS", "ExitCode", "exit_code_for_signal", "stage_exit_code"]
 
 
 class ExitCode(enum.IntEnum):
-    """Documented exit codes; a worker and the API process use the same table."""
+    """Documented exit codes; a worker and the API process use the same table (`MEANINGS` says when)."""
 
     OK = 0
-    #: EngineDeadError, InductorError, or any exception escaping the engine loop.
     FATAL_ENGINE = 80
-    #: torch.OutOfMemoryError (and subclasses) in a stage.
     OOM = 81
-    #: A stage failed to start (engine construction raised, died, or missed the startup deadline).
     STARTUP_FAILURE = 82
-    #: A channel between the supervisor and a stage broke (EOF, EPIPE, corrupt frame).
     BROKEN_IPC = 83
-    #: A stage stopped answering (no heartbeat) and did not recover.
     STAGE_HUNG = 84
-    #: A stage process exited or was killed without reporting a fatal error.
     STAGE_LOST = 85
-    #: A remote stage's link missed its deadline: the stage was killed, its host partitioned, or
-    #: the link too slow to carry a heartbeat in time.
     LINK_LOST = 86
-    #: Stopped by SIGINT (128 + 2).
     SIGINT = 128 + signal.SIGINT
-    #: Stopped by SIGTERM (128 + 15).
     SIGTERM = 128 + signal.SIGTERM
 
     @classmethod
@@ -57,6 +48,27 @@ class ExitCode(enum.IntEnum):
             return cls(value)
         except ValueError:
             return None
+
+
+#: When a process ends with each code: the one text the docs' tables and `omni-errors doctor` print.
+MEANINGS: Mapping[ExitCode, str] = {
+    ExitCode.OK: "a clean stop: `shutdown()` without a signal, or a stage told to stop",
+    ExitCode.FATAL_ENGINE: "a stage reported a fatal failure: `EngineDeadError`, `InductorError`, a lost executor, "
+    "or any exception escaping its engine loop",
+    ExitCode.OOM: "a stage ran out of device memory: `torch.OutOfMemoryError` (or a subclass) anywhere in the "
+    "failure's cause chain, found by type",
+    ExitCode.STARTUP_FAILURE: "a stage failed to start: its engine raised while being built, its process died, or it "
+    "missed the startup deadline; a process whose configured CURVE keys cannot be used",
+    ExitCode.BROKEN_IPC: "a channel between the supervisor and a stage broke (EOF or EPIPE while the peer lives, a "
+    "malformed frame); a stage whose supervisor vanished",
+    ExitCode.STAGE_HUNG: "a stage stopped sending heartbeats and did not recover within its grace period",
+    ExitCode.STAGE_LOST: "a stage (its only replica) exited or was killed without reporting: SIGKILL, a segfault, "
+    "the kernel's OOM killer",
+    ExitCode.LINK_LOST: "a remote stage's link missed its deadline (the stage killed, its host cut off, the link too "
+    "slow) and no replica took its place in time; a remote stage whose head is gone or cut off",
+    ExitCode.SIGINT: "stopped by SIGINT (Ctrl+C: 128 + 2)",
+    ExitCode.SIGTERM: "stopped by SIGTERM (128 + 15), after draining",
+}
 
 
 def exit_code_for_signal(signum: int) -> ExitCode:

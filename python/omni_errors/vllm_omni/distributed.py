@@ -11,7 +11,7 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
    `Retry-After` the seconds left, and the head's `/health` is 503 (vLLM-Omni's own check).
 3. A replica that registers within the window restores service, without a restart.
 4. When the window passes, the pipeline ends like any fatal failure (`orchestrator.fail_pipeline`):
-   the exit code follows the one fatal policy (`lifecycle.failures.PRECEDENCE`) over the failures
+   the exit code follows the one fatal policy (`omni_errors.fatal.policy.PRECEDENCE`) over the failures
    the head saw: 81 when a replica ran out of memory, 80 when one reported a fatal failure, 86 when
    one was lost without a record (killed, or cut off), so the platform's restart policy takes over.
 

@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.exitcodes import MEANINGS
+from omni_errors.fatal.tables import generated, in_order, markdown_table
 from omni_errors.vllm_omni import Decision, Status, decide
+from omni_errors.vllm_omni.fatal import EXIT_CODES
 
 __all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
 
@@ -29,17 +31,6 @@ EXIT_STATUS = {Decision.ENABLED: 0, Decision.REFUSED: 3, Decision.DISABLED: 4, D
 KEYS_UNUSABLE = 6
 
 _ENTRY_POINT = "omni_errors"
-#: What ends a server with the plugin on: the code, and when (docs/vllm-omni.md, "Exit codes").
-_FATAL_EXITS = (
-    (ExitCode.OOM, "a stage ran out of device memory (torch.OutOfMemoryError, by type)"),
-    (ExitCode.FATAL_ENGINE, "a stage reported a fatal failure (EngineDeadError, InductorError, a lost executor)"),
-    (ExitCode.STAGE_LOST, "a stage's only replica died without reporting (SIGKILL, segfault)"),
-    (
-        ExitCode.LINK_LOST,
-        "multi-node: a stage's last remote replica was lost without a record (killed, cut off) and none "
-        "registered within the rejoin window",
-    ),
-)
 
 
 def _version(dist: str) -> str | None:
@@ -106,7 +97,9 @@ def report() -> dict[str, Any]:
         ],
         "multi_node": _multi_node(),
         "fatal_exit_codes": (
-            [{"code": int(code), "name": code.name, "when": when} for code, when in _FATAL_EXITS] if enabled else None
+            [{"code": int(code), "name": code.name, "when": MEANINGS[code]} for code in in_order(EXIT_CODES)]
+            if enabled
+            else None
         ),
     }
 
@@ -150,6 +143,9 @@ def _run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(render_table())
         return 0
+    if args.exit_codes:
+        sys.stdout.write(generated("exit codes with the plugin", markdown_table(EXIT_CODES)))
+        return 0
     data = report()
     if args.json:
         print(json.dumps(data, indent=2))
@@ -175,5 +171,8 @@ def add_command(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--table", action="store_true", help="print the patch table of docs/vllm-omni.md (Markdown) and exit 0"
+    )
+    parser.add_argument(
+        "--exit-codes", action="store_true", help="print the exit-code table of docs/vllm-omni.md (Markdown) and exit 0"
     )
     parser.set_defaults(func=_run)

@@ -18,11 +18,21 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import FatalState
 
-__all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
+__all__ = ["EXIT_CODES", "declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 
 _log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
 
 Callback = Callable[[OmniErrorDetails], None]
+
+#: The documented codes a vLLM-Omni server's processes exit with (the API process, a
+#: StageDiffusionProc, a headless launcher); anything else is vLLM's own (Ctrl+C, SIGTERM).
+EXIT_CODES = (
+    ExitCode.STARTUP_FAILURE,
+    ExitCode.OOM,
+    ExitCode.FATAL_ENGINE,
+    ExitCode.LINK_LOST,
+    ExitCode.STAGE_LOST,
+)
 
 _state = FatalState()
 _lock = threading.Lock()
