@@ -1,10 +1,10 @@
-"""What watching a multi-node stage link costs, and how fast it sees a peer go (the plugin's `links`).
+"""What watching a multi-node stage link costs, and how fast it sees a peer go (the plugin's `liveness`).
 
 Two processes hold a stage link the way a head and a remote `StageDiffusionProc` do: the "head"
 binds a PUSH and a PULL, the "stage" connects to them (TCP on loopback). Side by side in one run:
 
 - idle cost: CPU of each process over `--idle` seconds, with the plugin's ZMTP heartbeats and
-  socket monitor (`links.LinkWatch`) and without them (vLLM-Omni 0.30's sockets), as % of a core;
+  socket monitor (`liveness.LinkWatch`) and without them (vLLM-Omni 0.30's sockets), as % of a core;
 - detection: the stage is SIGKILLed (its connections reset) or SIGSTOPped (silent, as a cut host
   is) and the head's watch reports the loss; without the watch nothing ever does (checked for
   `--give-up` seconds).
@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import zmq
-from omni_errors.vllm_omni import links
+from omni_errors.vllm_omni import liveness
 
 _PUSH, _PULL = "tcp://127.0.0.1:{}", "tcp://127.0.0.1:{}"
 
@@ -48,7 +48,7 @@ def _ports() -> tuple[int, int]:
 
 def _open(ctx: zmq.Context[Any], kinds: tuple[int, int], endpoints: tuple[str, str], *, bind: bool, watch: bool,
           on_lost: Any) -> list[zmq.Socket[Any]]:  # fmt: skip
-    watcher = links.LinkWatch("bench", endpoints, on_lost) if watch else None
+    watcher = liveness.LinkWatch("bench", endpoints, on_lost) if watch else None
     sockets = []
     for kind, endpoint in zip(kinds, endpoints, strict=True):
         sock = ctx.socket(kind)

@@ -30,6 +30,7 @@ from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, Sta
 from omni_errors.lifecycle.remote.messages import Hello, ProtocolError, SeqCheck, Welcome
 from omni_errors.lifecycle.remote.stage_side import StageJoinError, ZmqWorkerLink
 from omni_errors.security import keys
+from omni_errors.security.curve import as_client
 
 FOREIGN_PEER = Path(__file__).with_name("foreign_peer.py")
 
@@ -259,9 +260,9 @@ def test_full_link_queue_answers_503(keydir: Path, port: int) -> None:
         ctx = zmq.Context()
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.RCVHWM, 16)
-        curve = keys.stage_keys(_connect(keydir, port))
+        curve = _connect(keydir, port).curve_keys()
         assert curve is not None
-        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve
+        as_client(sock, curve)
         sock.connect(f"tcp://127.0.0.1:{port}")
         from omni_errors.lifecycle.channels import Kind
         from omni_errors.lifecycle.remote.messages import header

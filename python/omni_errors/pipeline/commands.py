@@ -83,13 +83,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     from omni_errors.fatal.fast_exit import skip_final_collections
     from omni_errors.lifecycle.remote.config import LinkConfigError
     from omni_errors.pipeline.remote import USAGE, link_config
-    from omni_errors.security import keys
 
     skip_final_collections()  # its exit deadline is 10 s; torch's teardown alone took 10 s under load
     try:  # before anything heavy is imported: a wrong flag or key file is said at once
         link = link_config(args)
         if link is not None:
-            keys.server_keys(link)
+            link.curve_keys()
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors serve: {exc}\n")
         return USAGE

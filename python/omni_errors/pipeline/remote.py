@@ -134,7 +134,6 @@ def add_stage_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[
 def _run_stage(args: argparse.Namespace) -> int:
     from omni_errors.lifecycle.remote.config import LinkConfigError, StageConnectConfig
     from omni_errors.lifecycle.remote.stage_side import run_remote_stage
-    from omni_errors.security import keys
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -148,7 +147,7 @@ def _run_stage(args: argparse.Namespace) -> int:
             plaintext=args.plaintext,
             connect_timeout=args.connect_timeout,
         )
-        keys.stage_keys(cfg)  # a wrong key file is a usage error, said now
+        cfg.curve_keys()  # a wrong key file is a usage error, said now
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors stage: {exc}\n")
         return USAGE

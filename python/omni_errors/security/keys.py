@@ -1,4 +1,4 @@
-"""CURVE key files: made by `omni-errors keys`, read by `serve` and `stage`.
+"""CURVE key files: made by `omni-errors keys`, read by `serve`, `stage` and the vLLM-Omni plugin.
 
 The files are zmq.auth's (czmq's) certificate format, so `zmq.auth.load_certificate` and the
 czmq tools read them: `NAME.key` holds the public key, `NAME.key_secret` both keys. The secret
@@ -13,21 +13,33 @@ import re
 import shutil
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
 import zmq.auth
 
-from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig
+from omni_errors.errors import OmniErrorsError
 
-__all__ = ["KeyFileError", "generate", "load_allowed", "load_public", "load_secret", "server_keys", "stage_keys"]
+__all__ = ["CurveKeys", "KeyFileError", "generate", "load_allowed", "load_directory", "load_public", "load_secret"]
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _Z85_KEY = re.compile(rb"[0-9A-Za-z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}\Z")
 
 
-class KeyFileError(LinkConfigError):
+class KeyFileError(OmniErrorsError, ValueError):
     """A key file is missing, malformed, or readable by others."""
+
+
+@dataclass(frozen=True, slots=True)
+class CurveKeys:
+    """A host's CURVE key pair (Z85), the server key it authenticates when it connects, and the
+    public keys it lets in when it binds."""
+
+    public: bytes
+    secret: bytes
+    server: bytes | None = None
+    allowed: frozenset[bytes] = frozenset()
 
 
 def generate(directory: Path, name: str, *, force: bool = False) -> tuple[Path, Path]:
@@ -102,19 +114,15 @@ def load_allowed(paths: tuple[Path, ...]) -> frozenset[bytes]:
     return frozenset(keys)
 
 
-def server_keys(config: LinkConfig) -> tuple[bytes, bytes, frozenset[bytes]] | None:
-    """The supervisor's (public, secret, allowed stage keys), or None for plaintext; KeyFileError says what is wrong."""
-    if config.plaintext:
-        return None
-    assert config.secret_key is not None  # LinkConfig refuses CURVE without it
-    public, secret = load_secret(config.secret_key)
-    return public, secret, load_allowed(config.allow)
-
-
-def stage_keys(config: StageConnectConfig) -> tuple[bytes, bytes, bytes] | None:
-    """A stage's (server public, own public, own secret), or None for plaintext; KeyFileError if wrong."""
-    if config.plaintext:
-        return None
-    assert config.secret_key is not None and config.server_key is not None  # checked by the config
-    public, secret = load_secret(config.secret_key)
-    return load_public(config.server_key), public, secret
+def load_directory(directory: Path, server: str, *, setting: str) -> CurveKeys:
+    """Every key of one host from one directory: exactly one `*.key_secret` (this host's), the
+    server's `SERVER.key`, and every `*.key` as the keys allowed in. `setting` names what pointed
+    here, for the errors."""
+    if not directory.is_dir():
+        raise KeyFileError(f"{setting}={directory} is not a directory")
+    secrets = sorted(directory.glob("*.key_secret"))
+    if len(secrets) != 1:
+        found = ", ".join(p.name for p in secrets) or "none"
+        raise KeyFileError(f"{setting}={directory} must hold exactly one secret key, this host's (found: {found})")
+    public, secret = load_secret(secrets[0])
+    return CurveKeys(public, secret, load_public(directory / f"{server}.key"), load_allowed((directory,)))

@@ -26,14 +26,12 @@ from types import ModuleType
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.fast_exit import skip_final_collections
-from omni_errors.vllm_omni.settings import KEYS_ENV
+from omni_errors.vllm_omni.settings import KEYS_ENV, LOG_NAME
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 
 __all__ = ["ENV_VAR", "METRIC", "Decision", "Status", "decide", "register", "status", "unapply"]
 
-#: vLLM configures a handler for its `vllm` logger in every process it starts: the decision is
-#: logged under it, beside vLLM's own start lines.
-_decision_log = logging.getLogger("vllm.omni_errors")
+_decision_log = logging.getLogger(LOG_NAME)
 
 #: Set to 0 (or false/off/no) to disable the plugin in every process of the server.
 ENV_VAR = "OMNI_ERRORS_VLLM_OMNI"

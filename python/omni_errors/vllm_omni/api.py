@@ -29,6 +29,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import distributed, fatal
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "ANSWER_DEADLINE_S",
@@ -48,7 +49,7 @@ __all__ = [
     "make_video_error",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
 API_RAW_FALLBACKS = True

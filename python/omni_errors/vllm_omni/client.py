@@ -9,7 +9,7 @@
   record frame without a request is the proc's death notice; the client keeps it, and so it does
   the last fatal record a request's frame carried (`last_words`).
 - A remote replica's client (multi-node mode) has no process manager: its links stand in for
-  the process (`links.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
+  the process (`liveness.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
 - `OmniRequestOutput.from_error`, called inside the `except` that caught a failure (the inline
   diffusion client), attaches the record of the exception being handled.
 """
@@ -26,8 +26,9 @@ import zmq
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.links import LinkWatch, RemoteReplica, expect
+from omni_errors.vllm_omni.liveness import LinkWatch, RemoteReplica, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, stage_failure
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "SEND_TIMEOUT_MS",
@@ -42,7 +43,7 @@ __all__ = [
     "make_shutdown",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: A live proc takes a message in microseconds; one that has not within a second is gone or hung.
 SEND_TIMEOUT_MS = 1000

@@ -36,6 +36,7 @@ from omni_errors.semantics.core_table import stage_failure_record
 from omni_errors.semantics.exceptions import rebuild
 from omni_errors.semantics.ids import with_ids
 from omni_errors.vllm_omni.records import stage_failure
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "FAILURES_ATTR",
@@ -53,7 +54,7 @@ __all__ = [
     "tombstone_from",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed.
 FAILURES_ATTR = "omni_errors_failed_requests"

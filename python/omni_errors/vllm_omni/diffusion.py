@@ -11,7 +11,7 @@
 - StageDiffusionProc: error frames get the record as extra top-level keys (old receivers ignore
   them), and a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal);
   its death notice (`DIFFUSION_PROC_DEAD`) follows a frame with the record it dies of;
-- a remote StageDiffusionProc (multi-node mode) watches its links to the head (`links`): when the
+- a remote StageDiffusionProc (multi-node mode) watches its links to the head (`liveness`): when the
   head is gone or cut off, the proc ends itself (exit 86), and so does its launcher.
 """
 
@@ -30,8 +30,9 @@ from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_ids
 from omni_errors.vllm_omni import fatal
-from omni_errors.vllm_omni.links import LinkWatch, expect
+from omni_errors.vllm_omni.liveness import LinkWatch, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "make_collective_rpc",
@@ -44,7 +45,7 @@ __all__ = [
     "make_signal_fatal",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 
 def _recorded(exc: BaseException, **ids: Any) -> Carried | None:

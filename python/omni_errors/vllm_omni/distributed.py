@@ -32,7 +32,7 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
-from omni_errors.vllm_omni.settings import WINDOW_ENV
+from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
@@ -55,7 +55,7 @@ __all__ = [
     "unavailable_answer",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: Long enough for a platform to restart a remote stage and load its model.
 DEFAULT_WINDOW_S = 120.0

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import FatalState
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = ["EXIT_CODES", "declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 Callback = Callable[[OmniErrorDetails], None]
 

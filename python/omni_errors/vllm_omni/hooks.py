@@ -17,9 +17,11 @@ import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
+from omni_errors.vllm_omni.settings import LOG_NAME
+
 __all__ = ["cancel", "pending", "when_imported"]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 Hook = Callable[[ModuleType], None]
 

@@ -171,7 +171,7 @@ TARGETS: tuple[Target, ...] = (
            hop="client sends, remote liveness",
            does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0; a remote replica's two "
                 "links get ZMTP heartbeats and a socket monitor, and stand in for the process manager it lacks "
-                "(`links.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
+                "(`liveness.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
                 "and the sentinel thread see the link's state",
            upstream="the client sets send timeouts; " + _LIVENESS_UPSTREAM),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "add_request_async", "client:make_add_request",

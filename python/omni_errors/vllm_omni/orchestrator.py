@@ -29,8 +29,9 @@ from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.vllm_omni import distributed, fatal
 from omni_errors.vllm_omni.client import last_words
-from omni_errors.vllm_omni.links import RemoteReplica
+from omni_errors.vllm_omni.liveness import RemoteReplica
 from omni_errors.vllm_omni.records import Carried, error_message_class, output_record, record_message_class
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "REPLICA_LOST",
@@ -41,7 +42,7 @@ __all__ = [
     "make_orchestrator_init",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: What a request in flight on a lost remote replica is told (vLLM-Omni's own words for it).
 REPLICA_LOST = "stage replica disappeared"

@@ -29,6 +29,7 @@ from omni_errors.fatal.policy import fatal_cause
 from omni_errors.semantics.core_table import fatal_record, stage_failure_record
 from omni_errors.semantics.ids import with_ids
 from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "EXIT_KEY",
@@ -45,7 +46,7 @@ __all__ = [
     "stage_failure",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 RECORD_ATTR = "omni_error"
 FRAME_KEY = "omni_error"

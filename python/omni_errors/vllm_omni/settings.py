@@ -1,4 +1,5 @@
-"""The multi-node settings an operator sets, by name (environment variables, read once per process).
+"""The plugin's settings by name: the multi-node ones an operator sets (environment variables, read
+once per process), and the logger it writes to.
 
 Here so that a process that sets none of them imports nothing to find out (`register()` runs in
 every process vLLM loads plugins in).
@@ -6,7 +7,11 @@ every process vLLM loads plugins in).
 
 from __future__ import annotations
 
-__all__ = ["KEYS_ENV", "WINDOW_ENV"]
+__all__ = ["KEYS_ENV", "LOG_NAME", "WINDOW_ENV"]
+
+#: The plugin's logger, under vLLM's: vLLM gives its `vllm` logger a handler in every process it
+#: starts, so the plugin's lines are printed beside vLLM's own, in its format.
+LOG_NAME = "vllm.omni_errors"
 
 #: A directory of `omni-errors keys` files: CURVE with a ZAP allow-list on every TCP socket of the
 #: deployment (`sockets`).

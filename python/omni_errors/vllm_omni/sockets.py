@@ -17,61 +17,38 @@ so one setting secures them all, wherever vLLM-Omni creates them:
 - Without it the sockets stay plaintext, for peers without the plugin: the first TCP bind on an
   address other hosts can reach logs a warning that says so.
 
-Stage links (`links`) are also watched here: an endpoint the plugin expects gets ZMTP heartbeats
+Stage links are also watched here (`liveness`): an endpoint the plugin expects gets ZMTP heartbeats
 before it binds or connects, and a socket monitor after.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import threading
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import zmq
 
-from omni_errors.vllm_omni import links
-from omni_errors.vllm_omni.settings import KEYS_ENV
+from omni_errors.security.curve import AllowList, as_client, as_server, endpoint_is_loopback
+from omni_errors.security.keys import CurveKeys, load_directory
+from omni_errors.vllm_omni import liveness
+from omni_errors.vllm_omni.settings import KEYS_ENV, LOG_NAME
 
-__all__ = ["SERVER_KEY", "Keys", "load_keys", "make_bind", "make_connect", "make_destroy", "make_term"]
+__all__ = ["SERVER_KEY", "load_keys", "make_bind", "make_connect", "make_destroy", "make_term"]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: The name of the head's key: the server key every connection authenticates.
 SERVER_KEY = "head"
-_MAX_DENIED_LOGGED = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Keys:
-    """This host's CURVE keys, the head's public key, and the public keys allowed in."""
-
-    public: bytes
-    secret: bytes
-    server: bytes
-    allowed: frozenset[bytes]
-
-
-def load_keys(directory: Path) -> Keys:
+def load_keys(directory: Path) -> CurveKeys:
     """Read DIR: exactly one `*.key_secret` (this host), `head.key`, and the `*.key` files allowed in."""
-    from omni_errors.security import keys
-
-    if not directory.is_dir():
-        raise keys.KeyFileError(f"{KEYS_ENV}={directory} is not a directory")
-    secrets = sorted(directory.glob("*.key_secret"))
-    if len(secrets) != 1:
-        found = ", ".join(p.name for p in secrets) or "none"
-        raise keys.KeyFileError(
-            f"{KEYS_ENV}={directory} must hold exactly one secret key, this host's (found: {found})"
-        )
-    public, secret = keys.load_secret(secrets[0])
-    server = keys.load_public(directory / f"{SERVER_KEY}.key")
-    return Keys(public, secret, server, keys.load_allowed((directory,)))
+    return load_directory(directory, SERVER_KEY, setting=KEYS_ENV)
 
 
 class _Settings:
@@ -80,12 +57,12 @@ class _Settings:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loaded = False
-        self._keys: Keys | None = None
+        self._keys: CurveKeys | None = None
         self._warned = False
         # ZAP handlers by libzmq context: a context's CURVE servers are checked by its own handler.
         self._authenticators: dict[int, Any] = {}
 
-    def keys(self) -> Keys | None:
+    def keys(self) -> CurveKeys | None:
         with self._lock:
             if not self._loaded:
                 directory = os.environ.get(KEYS_ENV)
@@ -110,18 +87,13 @@ class _Settings:
             KEYS_ENV,
         )
 
-    def authenticate(self, socket: zmq.Socket[Any], keys: Keys) -> None:
+    def authenticate(self, socket: zmq.Socket[Any], keys: CurveKeys) -> None:
         """Start the ZAP handler of `socket`'s context once, with the allow-list."""
-        from zmq.auth.thread import ThreadAuthenticator
-
         context = socket.context
         with self._lock:
             if context.underlying in self._authenticators:
                 return
-            auth = ThreadAuthenticator(context)
-            auth.start()
-            auth.configure_curve_callback("*", credentials_provider=_AllowList(keys.allowed))
-            self._authenticators[context.underlying] = auth
+            self._authenticators[context.underlying] = AllowList(keys.allowed, _log).start(context)
             weakref.finalize(context, self._forget, context.underlying)
 
     def stop_authenticator(self, context: zmq.Context[Any]) -> None:
@@ -135,48 +107,20 @@ class _Settings:
             self._authenticators.pop(underlying, None)
 
 
-class _AllowList:
-    """zmq.auth's credentials provider: a key is allowed if it is in the directory; refusals are logged."""
-
-    def __init__(self, allowed: frozenset[bytes]) -> None:
-        self._allowed = allowed
-        self._logged: set[bytes] = set()
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        if key in self._allowed:
-            return True
-        if key not in self._logged and len(self._logged) < _MAX_DENIED_LOGGED:
-            self._logged.add(key)
-            _log.warning(
-                "omni-errors: refused a peer whose CURVE key is not allowed: %s", key.decode("ascii", "replace")
-            )
-        return False
-
-
 _settings = _Settings()
-
-
-def _remote_reachable(addr: str) -> bool:
-    host = addr[len("tcp://") :].rpartition(":")[0].strip("[]")
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host != "localhost"
 
 
 def _secure(socket: zmq.Socket[Any], addr: str, *, server: bool) -> None:
     keys = _settings.keys()
     if keys is None:
-        if server and _remote_reachable(addr):
+        if server and not endpoint_is_loopback(addr):
             _settings.warn_plaintext(addr)
         return
-    socket.curve_publickey = keys.public
-    socket.curve_secretkey = keys.secret
     if server:
         _settings.authenticate(socket, keys)
-        socket.curve_server = True
+        as_server(socket, keys)
     else:
-        socket.curve_serverkey = keys.server
+        as_client(socket, keys)
 
 
 def make_bind(module: ModuleType, original: Any) -> Any:
@@ -185,9 +129,9 @@ def make_bind(module: ModuleType, original: Any) -> Any:
     def bind(self: zmq.Socket[Any], addr: str) -> Any:
         if isinstance(addr, str) and addr.startswith("tcp://"):
             _secure(self, addr, server=True)
-        links.before(self, addr)
+        liveness.before(self, addr)
         result = original(self, addr)
-        links.after(self, addr)
+        liveness.after(self, addr)
         return result
 
     return bind
@@ -199,9 +143,9 @@ def make_connect(module: ModuleType, original: Any) -> Any:
     def connect(self: zmq.Socket[Any], addr: str) -> Any:
         if isinstance(addr, str) and addr.startswith("tcp://"):
             _secure(self, addr, server=False)
-        links.before(self, addr)
+        liveness.before(self, addr)
         result = original(self, addr)
-        links.after(self, addr)
+        liveness.after(self, addr)
         return result
 
     return connect

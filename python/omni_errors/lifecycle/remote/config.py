@@ -1,17 +1,22 @@
 """What a link is: its endpoint, its keys, its deadlines and its bounds (no pyzmq needed here).
 
-CURVE is the default; `keys` reads the key files a configuration names. Plaintext needs
+CURVE is the default; `curve_keys()` reads the key files a configuration names. Plaintext needs
 `plaintext=True` *and* a loopback endpoint: frames that leave the host are always encrypted and
 authenticated. docs/remote.md explains every default.
 """
 
 from __future__ import annotations
 
-import ipaddress
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omni_errors.errors import OmniErrorsError
+
+if TYPE_CHECKING:
+    from omni_errors.security.keys import CurveKeys
 
 __all__ = ["LinkConfig", "LinkConfigError", "StageConnectConfig", "endpoint_host", "require_loopback"]
 
@@ -37,16 +42,25 @@ def endpoint_host(endpoint: str) -> tuple[str, int]:
 
 def require_loopback(endpoint: str, flag: str) -> None:
     """Plaintext is allowed on loopback only: raise LinkConfigError for any other address."""
+    from omni_errors.security.curve import is_loopback
+
     host, _ = endpoint_host(endpoint)
-    try:
-        loopback = ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        loopback = False  # a name: it could resolve anywhere
-    if not loopback:
+    if not is_loopback(host):
         raise LinkConfigError(
             f"{flag} is only allowed on a loopback address (127.0.0.0/8 or ::1), not {host!r}: frames that "
             "leave this host are encrypted; create keys with `omni-errors keys` and drop the flag"
         )
+
+
+@contextlib.contextmanager
+def _key_errors() -> Iterator[None]:
+    """A key file that cannot be used is a link that cannot be set up as asked (its message kept)."""
+    from omni_errors.security.keys import KeyFileError
+
+    try:
+        yield
+    except KeyFileError as exc:
+        raise LinkConfigError(str(exc)) from exc
 
 
 def _check_deadlines(heartbeat_interval: float, timeout: float) -> None:
@@ -109,6 +123,17 @@ class LinkConfig:
             )
         _check_bounds(self.hwm, self.max_message)
 
+    def curve_keys(self) -> CurveKeys | None:
+        """The supervisor's key pair and the stages' allowed keys, or None for plaintext."""
+        if self.plaintext:
+            return None
+        from omni_errors.security.keys import CurveKeys, load_allowed, load_secret
+
+        assert self.secret_key is not None  # refused without it
+        with _key_errors():
+            public, secret = load_secret(self.secret_key)
+            return CurveKeys(public, secret, allowed=load_allowed(self.allow))
+
 
 @dataclass(frozen=True)
 class StageConnectConfig:
@@ -137,3 +162,14 @@ class StageConnectConfig:
         if self.connect_timeout <= 0:
             raise LinkConfigError(f"connect timeout {self.connect_timeout}s must be > 0")
         _check_bounds(self.hwm, self.max_message)
+
+    def curve_keys(self) -> CurveKeys | None:
+        """The stage's key pair and the server's public key, or None for plaintext."""
+        if self.plaintext:
+            return None
+        from omni_errors.security.keys import CurveKeys, load_public, load_secret
+
+        assert self.secret_key is not None and self.server_key is not None  # refused without them
+        with _key_errors():
+            public, secret = load_secret(self.secret_key)
+            return CurveKeys(public, secret, server=load_public(self.server_key))

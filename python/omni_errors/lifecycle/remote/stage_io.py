@@ -36,6 +36,8 @@ from omni_errors.lifecycle.remote.messages import (
     recv_frames,
     unpack,
 )
+from omni_errors.security.curve import as_client
+from omni_errors.security.keys import CurveKeys
 
 __all__ = ["IoThread"]
 
@@ -58,7 +60,7 @@ class IoThread(threading.Thread):
         self,
         ctx: zmq.Context[Any],
         cfg: StageConnectConfig,
-        curve: tuple[bytes, bytes, bytes] | None,
+        curve: CurveKeys | None,
         hello: Hello,
         inproc: str,
     ) -> None:
@@ -99,10 +101,7 @@ class IoThread(threading.Thread):
         dealer.setsockopt(zmq.RECONNECT_IVL_MAX, 500)
         dealer.setsockopt(zmq.IPV6, int(":" in endpoint_host(cfg.endpoint)[0]))
         if self._curve is not None:
-            server, public, secret = self._curve
-            dealer.setsockopt(zmq.CURVE_SERVERKEY, server)
-            dealer.setsockopt(zmq.CURVE_PUBLICKEY, public)
-            dealer.setsockopt(zmq.CURVE_SECRETKEY, secret)
+            as_client(dealer, self._curve)
         monitor = dealer.get_monitor_socket(_MONITOR)
         pair = ctx.socket(zmq.PAIR)
         pair.connect(self._inproc)

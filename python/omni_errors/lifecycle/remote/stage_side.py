@@ -39,7 +39,6 @@ from omni_errors.lifecycle.remote.messages import (
 )
 from omni_errors.lifecycle.remote.stage_io import IoThread
 from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
-from omni_errors.security import keys
 
 __all__ = ["StageJoinError", "ZmqWorkerLink", "run_remote_stage"]
 
@@ -63,8 +62,8 @@ class ZmqWorkerLink:
     @classmethod
     def join(cls, cfg: StageConnectConfig, hello: Hello) -> tuple[ZmqWorkerLink, Welcome]:
         """Connect, say HELLO and wait for WELCOME (`cfg.connect_timeout`). Raises StageJoinError,
-        or KeyFileError before connecting when a key file is wrong."""
-        curve = keys.stage_keys(cfg)
+        or LinkConfigError before connecting when a key file is wrong."""
+        curve = cfg.curve_keys()
         ctx: zmq.Context[Any] = zmq.Context()
         pair = ctx.socket(zmq.PAIR)
         inproc = f"inproc://omni-link-{secrets.token_hex(4)}"

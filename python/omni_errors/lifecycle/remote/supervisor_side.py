@@ -1,8 +1,8 @@
 """The supervisor's side of the remote link: one ROUTER socket for every remote stage.
 
-`LinkServer` listens (CURVE server, ZAP allow-list of stage keys checked by `zmq.auth`'s
-authenticator thread: a peer whose key is not allowed never completes the handshake, so not one
-of its frames reaches this socket) and hands each message to the `session.RemoteStageLink` whose session
+`LinkServer` listens (a CURVE server behind the ZAP allow-list of stage keys,
+`omni_errors.security.curve`: a peer whose key is not allowed never completes the handshake, so
+not one of its frames reaches this socket) and hands each message to the `session.RemoteStageLink` whose session
 it belongs to. The socket is read on the asyncio loop in bounded batches, so a flood cannot
 starve the HTTP server or the watchdog. Sends never block: at the high-water mark, or while the
 stage's connection is down, `add` raises LinkRefusedError (the request gets 503). docs/remote.md
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
 
 import omni_errors
 from omni_errors.lifecycle.channels import Kind
@@ -37,7 +36,7 @@ from omni_errors.lifecycle.remote.messages import (
 )
 from omni_errors.lifecycle.remote.session import RemoteStageLink
 from omni_errors.lifecycle.supervisor_types import LifecycleConfig
-from omni_errors.security import keys
+from omni_errors.security.curve import AllowList, as_server
 
 __all__ = ["LinkServer", "LinkStats"]
 
@@ -64,25 +63,6 @@ class LinkStats:
         return {**self.__dict__, "by_key": dict(self.by_key)}
 
 
-class _AllowList:
-    """zmq.auth credentials provider: the set of allowed stage public keys (Z85)."""
-
-    def __init__(self, allowed: frozenset[bytes], stats: LinkStats) -> None:
-        self._allowed = allowed
-        self._stats = stats
-        self._logged: set[bytes] = set()
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        if key in self._allowed:
-            self._stats.auth_allowed += 1
-            return True
-        self._stats.auth_denied += 1
-        if key not in self._logged and len(self._logged) < 64:  # bounded: a flood of keys logs 64 lines
-            self._logged.add(key)
-            logger.warning("link: refused a stage key that is not on the allow-list: %s", key.decode("ascii"))
-        return False
-
-
 class LinkServer:
     """Listens for remote stages; owns the ZMQ context, the authenticator and the ROUTER socket."""
 
@@ -93,7 +73,7 @@ class LinkServer:
         self._expected: dict[int, RemoteStageLink] = {}
         self._by_routing: dict[bytes, RemoteStageLink] = {}
         self._ctx: zmq.Context[Any] | None = None
-        self._auth: ThreadAuthenticator | None = None
+        self._auth: Any = None  # the ZAP handler (zmq.auth's ThreadAuthenticator), with CURVE
         self._sock: zmq.Socket[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_scheduled = False
@@ -112,16 +92,10 @@ class LinkServer:
         sock.setsockopt(zmq.LINGER, int(cfg.linger * 1000))
         host, _ = endpoint_host(cfg.endpoint)
         sock.setsockopt(zmq.IPV6, int(":" in host))
-        curve = keys.server_keys(cfg)
+        curve = cfg.curve_keys()
         if curve is not None:
-            public, secret, allowed = curve
-            self._auth = ThreadAuthenticator(ctx, log=logging.getLogger("omni_errors.lifecycle.remote.zap"))
-            self._auth.start()
-            self._auth.configure_curve_callback(_ZAP_DOMAIN, _AllowList(allowed, self.stats))
-            sock.setsockopt(zmq.ZAP_DOMAIN, _ZAP_DOMAIN.encode())
-            sock.setsockopt(zmq.CURVE_SERVER, 1)
-            sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
-            sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+            self._auth = AllowList(curve.allowed, logger, self._count_auth).start(ctx, domain=_ZAP_DOMAIN)
+            as_server(sock, curve, domain=_ZAP_DOMAIN)
         if cfg.listen_fd is not None:
             sock.setsockopt(zmq.USE_FD, cfg.listen_fd)  # libzmq owns the socket from now on
         try:
@@ -132,6 +106,12 @@ class LinkServer:
         self._loop.add_reader(sock.FD, self.drain)
         mode = "plaintext (loopback only)" if cfg.plaintext else "CURVE, allow-list of stage keys"
         logger.info("listening for remote stages on %s (%s)", cfg.endpoint, mode)
+
+    def _count_auth(self, allowed: bool) -> None:
+        if allowed:
+            self.stats.auth_allowed += 1
+        else:
+            self.stats.auth_denied += 1
 
     def expect(self, stage_id: int, spec: RemoteStageSpec) -> RemoteStageLink:
         link = RemoteStageLink(self, stage_id, spec)

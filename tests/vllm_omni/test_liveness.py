@@ -1,4 +1,4 @@
-"""The stage-link watch (`omni_errors.vllm_omni.links`) on real sockets, with a real peer process.
+"""The stage-link watch (`omni_errors.vllm_omni.liveness`) on real sockets, with a real peer process.
 
 A "head" binds a PUSH and a PULL with the watch, the way the plugin sets up a remote replica's
 client; a peer process connects to them as a remote StageDiffusionProc does. The watch must report
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import zmq
 from omni_errors.chaos.watch import free_port
-from omni_errors.vllm_omni import links
-from omni_errors.vllm_omni.links import LinkWatch, RemoteReplica
+from omni_errors.vllm_omni import liveness
+from omni_errors.vllm_omni.liveness import LinkWatch, RemoteReplica
 
 # The watch reports a killed peer in milliseconds and a silent one within IVL + TIMEOUT (1.6 s); these
 # bounds only keep a broken watch from hanging the suite (the figures: benches/multinode_liveness.py).
@@ -55,14 +55,14 @@ class Head:
         self.push, self.pull = self.ctx.socket(zmq.PUSH), self.ctx.socket(zmq.PULL)
         self.endpoints = (f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
         self.watch = LinkWatch("test", self.endpoints, self._on_lost)
-        links.expect(self.watch)
+        liveness.expect(self.watch)
         for sock, endpoint in zip((self.push, self.pull), self.endpoints, strict=True):
             if server_keys is not None:
                 sock.curve_server = True
                 sock.curve_publickey, sock.curve_secretkey = server_keys
-            links.before(sock, endpoint)
+            liveness.before(sock, endpoint)
             sock.bind(endpoint)
-            links.after(sock, endpoint)
+            liveness.after(sock, endpoint)
 
     def _on_lost(self, reason: str) -> None:
         self.lost.append(reason)
@@ -110,8 +110,8 @@ def test_before_sets_heartbeats_and_no_linger_on_a_tcp_link() -> None:
     try:
         sock = ctx.socket(zmq.PUSH)
         LinkWatch("t", ("tcp://127.0.0.1:1",), lambda r: None).before(sock, "tcp://127.0.0.1:1")
-        assert sock.getsockopt(zmq.HEARTBEAT_IVL) == links.HEARTBEAT_IVL_MS
-        assert sock.getsockopt(zmq.HEARTBEAT_TIMEOUT) == links.HEARTBEAT_TIMEOUT_MS
+        assert sock.getsockopt(zmq.HEARTBEAT_IVL) == liveness.HEARTBEAT_IVL_MS
+        assert sock.getsockopt(zmq.HEARTBEAT_TIMEOUT) == liveness.HEARTBEAT_TIMEOUT_MS
         assert sock.getsockopt(zmq.LINGER) == 0
         ipc = ctx.socket(zmq.PUSH)
         LinkWatch("t", ("ipc:///tmp/x",), lambda r: None).before(ipc, "ipc:///tmp/x")
@@ -143,7 +143,7 @@ def test_a_silent_peer_is_reported_by_its_missing_heartbeats(head: Head) -> None
         assert head.reported.wait(REPORTED)
         after = time.monotonic() - stopped
         print(f"a silent peer was reported after {after:.2f}s")
-        assert after > (links.HEARTBEAT_TIMEOUT_MS / 1000) * 0.9  # by the heartbeat deadline, not by chance
+        assert after > (liveness.HEARTBEAT_TIMEOUT_MS / 1000) * 0.9  # by the heartbeat deadline, not by chance
     finally:
         os.kill(peer.pid, signal.SIGCONT)
         _end(peer)
@@ -219,12 +219,12 @@ def test_a_connect_that_completes_before_its_socket_is_collected_is_watched() ->
         assert peer.stdout is not None
         endpoint = f"tcp://127.0.0.1:{int(peer.stdout.readline())}"
         watch = LinkWatch("proc", (endpoint,), lambda reason: lost.set())
-        links.expect(watch)
-        links.before(push, endpoint)
+        liveness.expect(watch)
+        liveness.before(push, endpoint)
         push.connect(endpoint)
         push.send(b"x")
         assert peer.stdout.readline().strip() == "received"  # connected and handshaken, not yet collected
-        links.after(push, endpoint)
+        liveness.after(push, endpoint)
         os.kill(peer.pid, signal.SIGKILL)
         assert lost.wait(REPORTED), "the link's peer died and the watch never said so"
     finally:

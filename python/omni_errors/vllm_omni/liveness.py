@@ -1,4 +1,4 @@
-"""The links between the head and a stage process, and how each end learns that the other is gone.
+"""Liveness of a remote replica: whether the head and a remote stage process can still reach each other.
 
 In vLLM-Omni's multi-node mode a remote `StageDiffusionProc` connects two TCP links to the head:
 the head's PUSH (requests) and PULL (results). vLLM-Omni 0.30 watches nothing on them: the
@@ -34,6 +34,8 @@ from typing import Any
 
 import zmq
 
+from omni_errors.vllm_omni.settings import LOG_NAME
+
 __all__ = [
     "HEARTBEAT_IVL_MS",
     "HEARTBEAT_TIMEOUT_MS",
@@ -45,7 +47,7 @@ __all__ = [
     "expect",
 ]
 
-_log = logging.getLogger("vllm.omni_errors")  # vLLM formats it in every process it starts
+_log = logging.getLogger(LOG_NAME)
 
 #: A PING on every link this often...
 HEARTBEAT_IVL_MS = 400
