@@ -60,8 +60,12 @@ def remove_stale() -> None:
             _ip("netns", "del", name, check=False)
 
 
+def _pids(ns: str) -> list[int]:
+    return [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+
+
 def _kill_inside(ns: str) -> list[int]:
-    pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split()]
+    pids = [pid for pid in _pids(ns) if _alive(pid)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -186,19 +190,23 @@ class NetPair:
     def _dev(self, ns: str) -> str:
         return self.veth_a if ns == self.a else self.veth_b
 
-    def destroy(self) -> list[int]:
-        """Kill what runs inside, delete both namespaces; returns the pids that had to be killed."""
+    def destroy(self, grace: float = 10.0) -> list[int]:
+        """Kill what runs inside, delete both namespaces; returns the pids that had to be killed.
+
+        A process whose parent has just exited (a stage, multiprocessing's resource tracker) may
+        still be ending: it gets `grace` seconds to go by itself before it counts as left behind."""
         killed: list[int] = []
-        names = _netns_names()
-        for ns in (self.a, self.b):
-            if ns in names:
-                killed += _kill_inside(ns)
+        ours = [ns for ns in (self.a, self.b) if ns in _netns_names()]
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for ns in ours for pid in _pids(ns)):
+            time.sleep(0.1)
+        for ns in ours:
+            killed += _kill_inside(ns)
         deadline = time.monotonic() + 5
         while killed and any(_alive(p) for p in killed) and time.monotonic() < deadline:
             time.sleep(0.02)
-        for ns in (self.a, self.b):
-            if ns in names:
-                _ip("netns", "del", ns, check=False)
+        for ns in ours:
+            _ip("netns", "del", ns, check=False)
         with contextlib.suppress(subprocess.CalledProcessError):  # created before the move, then a failure
             _ip("link", "del", self.veth_a, check=False)
         return killed

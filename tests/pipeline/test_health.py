@@ -1,12 +1,17 @@
 """`/health` of a pipeline that cannot serve: 503 with the record, and its state said in words.
 
-In process (the app over ASGI, no uvicorn): the pipeline is real, its stages real processes; stage
-0 fails to start, so the supervisor is dead before the app answers anything.
+The app is served over ASGI (no uvicorn) in a child process: the pipeline is real, its stages real
+processes; stage 0 fails to start, so the supervisor is dead before the app answers anything. The
+child keeps the app's Prometheus metrics out of this process's registry, where a second
+instrumented app (the server tests') would find its metric names taken and record nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +21,7 @@ from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import PipelineConfig, Service
 
 
-def test_a_dead_pipeline_says_dead() -> None:
+def _health_of_a_dead_pipeline() -> tuple[int, dict[str, Any]]:
     async def run() -> httpx.Response:
         service = Service(PipelineConfig(fault="startup", fault_stage=0), LifecycleConfig(startup_timeout=120))
         with pytest.raises(StageStartupError):
@@ -27,6 +32,12 @@ def test_a_dead_pipeline_says_dead() -> None:
             return await client.get("/health")
 
     response = asyncio.run(run())
-    assert response.status_code == 503
-    error = response.json()["error"]
+    return response.status_code, response.json()
+
+
+def test_a_dead_pipeline_says_dead() -> None:
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        status, body = pool.submit(_health_of_a_dead_pipeline).result(timeout=300)
+    assert status == 503
+    error = body["error"]
     assert (error["message"], error["code"], error["stage_id"]) == ("the pipeline is dead", 503, 0)

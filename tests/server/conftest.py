@@ -9,11 +9,16 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from prometheus_client import REGISTRY
 from semantics_app import Server, build_app
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
+    # The instrumentator records nothing when its metric names are taken (it skips a duplicate
+    # quietly), so an app instrumented earlier in this process would blind the metrics tests.
+    if "http_requests" in {family.name for family in REGISTRY.collect()}:
+        raise RuntimeError("an earlier test instrumented an app in this process: http_requests is registered")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
