@@ -10,8 +10,19 @@ failed". The receiver is already waiting:
 - poller: the async-chunk poller (`_poll_single_request` via the recv thread), watched for 2 s.
 
 The baseline processes are forked before `register()`, so they run vLLM-Omni unpatched; the
-plugin's are forked after it, in the same run. Also measured: what the tombstone check costs an
-ordinary SHM payload read (one `get` of a 1 MiB payload, before and after `register()`).
+plugin's are forked after it, in the same run.
+
+Also measured: what the tombstone check costs an ordinary payload read, one
+`SharedMemoryConnector.get` of a 4 KiB and of a 1 MiB tensor payload (the `put` before it is not
+timed). The sides take turns round by round in one process, plugin on being the manifest's entries
+for the connector modules applied (as `register()` applies them) and restored after, so a change
+in the machine's load falls on every side alike; each figure is a side's median over all rounds,
+and its fastest tenth (p10). A get's time is bimodal on a shared machine (vLLM-Omni's attach and
+unlink each write to multiprocessing's resource tracker, another process), so the median moves
+with the mix of the two modes, while p10 is the read itself. A second unpatched side ("off
+again") says how far two identical sides differ in that run: its noise. Last, what the check adds
+to one read apart from the decoding it is lost in: the plugin's `deserialize` around a no-op
+decoder, less the no-op alone.
 
     .venv-omni/bin/python benches/connector_tombstones.py --repeat 5
 """
@@ -19,12 +30,18 @@ ordinary SHM payload read (one `get` of a 1 MiB payload, before and after `regis
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import gc
+import importlib
 import json
 import multiprocessing
 import os
 import statistics
 import time
+import timeit
 import uuid
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from types import SimpleNamespace
 from typing import Any
@@ -127,23 +144,99 @@ def _trial(mode: str) -> dict[str, Any]:
     }
 
 
-def _get_cost(repeat: int) -> float:
-    """Median seconds of one `SharedMemoryConnector.get` of a 1 MiB payload (put outside the timing)."""
+#: payload name -> float32 elements of its one tensor
+GET_SIZES = {"4KiB": 1024, "1MiB": 256 * 1024}
+_WARM_GETS = 2  # untimed, each time a side begins
+
+
+@contextlib.contextmanager
+def _side(side: str) -> Iterator[None]:
+    """Plugin "on": the manifest's entries for the connector modules applied (as `register()` applies
+    them on import), restored on leaving. Every side enters through the same change to the patched
+    classes (applied, and for an "off" side restored at once): Python's lookups re-warm after it, so
+    a side that skipped it would look faster than one that did."""
+    from omni_errors.vllm_omni.manifest import targets_by_module
+    from omni_errors.vllm_omni.patching import apply, unapply
+
+    for name, targets in targets_by_module().items():
+        if name.startswith("vllm_omni.distributed.omni_connectors."):
+            apply(importlib.import_module(name), targets)
+    if side != "on":
+        unapply()
+    try:
+        yield
+    finally:
+        unapply()
+
+
+def _timed_gets(connector: Any, payload: Any, count: int) -> list[float]:
+    """Seconds of each of `count` gets of `payload`, each put just before (outside the timing)."""
+    times = []
+    for i in range(count):
+        key = f"bench-get-{os.getpid()}-{uuid.uuid4().hex[:8]}-{i}"
+        connector.put("0", "1", key, payload)
+        start = time.perf_counter()
+        got = connector.get("0", "1", key)
+        times.append(time.perf_counter() - start)
+        if got is None:
+            raise RuntimeError(f"the get of {key} found nothing")
+    return times
+
+
+def _check_ns(data: bytes, repeat: int = 20, number: int = 10_000) -> float:
+    """Nanoseconds the plugin adds to one read of `data`: its `OmniSerde.deserialize` around a no-op
+    instead of vLLM-Omni's decoder, less the no-op alone (best of `repeat` timings)."""
+    import vllm_omni.distributed.omni_connectors.utils.serialization as serialization
+    from omni_errors.vllm_omni.connectors import make_deserialize
+
+    def decode(self: Any, data: Any, /) -> None:
+        return None
+
+    checked = make_deserialize(serialization, decode)
+    best = {"off": float("inf"), "on": float("inf")}
+    for _ in range(repeat):
+        for side, call in (("off", decode), ("on", checked)):
+            best[side] = min(best[side], timeit.timeit(functools.partial(call, None, data), number=number) / number)
+    return (best["on"] - best["off"]) * 1e9
+
+
+def _get_cost(rounds: int, per_round: int) -> dict[str, dict[str, float]]:
+    """Per payload size: the median and p10 get, plugin off, on and off again, in rounds that rotate
+    the order of the sides, and what the check itself adds to a read."""
     import torch
 
     runner = _runner(1)
+    gc.disable()  # a collection's pause lands on whichever side allocated last, not on the plugin
     try:
         connector = runner._omni_connector
-        payload = {"embed": torch.zeros(256 * 1024)}
-        times = []
-        for i in range(repeat):
-            key = f"bench-get-{os.getpid()}-{i}"
-            connector.put("0", "1", key, payload)
-            start = time.perf_counter()
-            connector.get("0", "1", key)
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
+        results: dict[str, dict[str, float]] = {}
+        for size, elements in GET_SIZES.items():
+            payload = {"embed": torch.zeros(elements)}
+            _timed_gets(connector, payload, per_round)  # warm-up: first-call costs on neither side
+            # "off again" is a second baseline: how far two unpatched sides differ is the run's noise.
+            sides = ("off", "on", "off again")
+            samples: dict[str, list[float]] = {side: [] for side in sides}
+            for i in range(rounds):
+                for side in sides[i % 3 :] + sides[: i % 3]:
+                    with _side("on" if side == "on" else "off"):
+                        _timed_gets(connector, payload, _WARM_GETS)  # while the lookups re-warm
+                        samples[side] += _timed_gets(connector, payload, per_round)
+            off, on, again = (statistics.median(samples[side]) for side in sides)
+            off10, on10, again10 = (statistics.quantiles(samples[side], n=10)[0] for side in sides)
+            results[size] = {
+                "plugin_off_median_us": round(off * 1e6, 1),
+                "plugin_on_median_us": round(on * 1e6, 1),
+                "on_vs_off_pct": round((on / off - 1) * 100, 2),
+                "off_again_vs_off_pct": round((again / off - 1) * 100, 2),
+                "plugin_off_p10_us": round(off10 * 1e6, 1),
+                "plugin_on_p10_us": round(on10 * 1e6, 1),
+                "on_vs_off_p10_pct": round((on10 / off10 - 1) * 100, 2),
+                "off_again_vs_off_p10_pct": round((again10 / off10 - 1) * 100, 2),
+                "check_ns_per_read": round(_check_ns(connector.serialize_obj(payload))),
+            }
+        return results
     finally:
+        gc.enable()
         runner.shutdown_omni_connectors()
 
 
@@ -160,7 +253,8 @@ def _summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="trials per mode and side (default 5)")
-    parser.add_argument("--get-repeat", type=int, default=200, help="SHM gets timed per side (default 200)")
+    parser.add_argument("--get-rounds", type=int, default=200, help="alternating off/on rounds of gets (default 200)")
+    parser.add_argument("--get-per-round", type=int, default=5, help="gets per size, side and round (default 5)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector  # noqa: F401
@@ -171,14 +265,13 @@ def main() -> None:
     if is_patched(give_up):
         raise SystemExit("the plugin is already loaded: the baseline would not be vLLM-Omni alone")
 
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"shm_get": _get_cost(args.get_rounds, args.get_per_round)}
     for side in ("baseline (plugin off)", "plugin on"):
         if side == "plugin on":
             from omni_errors.vllm_omni import register
 
             register()
         results[side] = {mode: _summary([_trial(mode) for _ in range(args.repeat)]) for mode in ("sync", "poller")}
-        results[side]["shm_get_1MiB_median_us"] = round(_get_cost(args.get_repeat) * 1e6, 1)
     print(json.dumps(results, indent=2))
 
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from conftest import Server
 from websockets.exceptions import ConnectionClosed
@@ -108,7 +109,7 @@ CLIENT_ERRORS = [
         422,
         "messages[0].content[0].input_audio.data",
     ),
-    ("voice", "/v1/audio/speech", {"model": MODEL, "input": "hi", "voice": "x"}, 404, None),
+    ("voice", "/v1/audio/speech", {"model": MODEL, "input": "hi", "voice": "x"}, 400, "voice"),
     ("format", "/v1/audio/speech", {"model": MODEL, "input": "hi", "response_format": "mp3"}, 400, "response_format"),
     ("fault", CHAT, chat(omni_fault={"kind": "validation"}), 400, "omni_fault"),
     ("fault_kind", CHAT, chat(omni_fault={"kind": "startup"}), 400, "omni_fault"),
@@ -124,6 +125,18 @@ def test_client_errors(
         assert r.status_code == status, r.text
         error = r.json()["error"]
         assert error["code"] == status and error["param"] == param
+
+
+def test_unknown_voice_is_a_bad_request_to_the_openai_sdk(server: Server) -> None:
+    """OpenAI's SDK raises `BadRequestError` naming `voice`, as for OpenAI's own API: the request's
+    value is wrong, not its URL or model (`NotFoundError`)."""
+    client = openai.OpenAI(base_url=f"{server.base}/v1", api_key="unused", max_retries=0, timeout=30)
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.audio.speech.create(model=MODEL, voice="alloy", input="hello there")
+    assert (raised.value.status_code, raised.value.param, raised.value.type) == (400, "voice", "BadRequestError")
+    assert "alloy" not in raised.value.message  # the rejected value is not echoed
+    spoken = client.audio.speech.create(model=MODEL, voice="chelsie", input="hello there")
+    assert spoken.content[:4] == b"RIFF"
 
 
 def test_nonfatal_stage_error_every_transport(server: Server) -> None:

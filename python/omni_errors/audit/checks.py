@@ -8,7 +8,8 @@ import ast
 
 from omni_errors.audit import names as N
 from omni_errors.audit.exception_text import ExceptionTextChecks
-from omni_errors.audit.predicates import has_key, is_close_with_reason, is_none, keyword_value
+from omni_errors.audit.flows import is_sink
+from omni_errors.audit.predicates import is_none, is_sse_frame, keyword_value
 from omni_errors.audit.scope import last_name, resolve
 from omni_errors.audit.statuses import StatusChecks
 from omni_errors.audit.waits import WaitChecks
@@ -46,8 +47,8 @@ class ExpressionChecks(WaitChecks, StatusChecks, ExceptionTextChecks):
             elif deep:
                 if isinstance(node, ast.Compare):
                     self.compare(node)
-                elif isinstance(node, ast.Dict) and self.serves_clients and has_key(node, "error"):
-                    self.text_to_client(node, "an error body (`{'error': ...}`)")
+                elif t is ast.Yield and node.value is not None and is_sse_frame(node.value):  # type: ignore[attr-defined]
+                    self.yield_frame(node.value)  # type: ignore[attr-defined]
             for name in node._fields:
                 value = getattr(node, name)
                 if type(value) is list:
@@ -79,10 +80,8 @@ class ExpressionChecks(WaitChecks, StatusChecks, ExceptionTextChecks):
             self.wrapped.add(id(call.args[0]))  # raced against another task, usually the shutdown signal
         if name in N.RESPONSE_CLASSES:
             self.response_without_status(call, name)
-        sink = name in N.CLIENT_SINKS or name.endswith("error_response") or is_close_with_reason(call, name)
-        if sink and self.scope.params:
-            self.record_client_params(call)
         if deep:
+            sink = is_sink(call, name)
             if sink:
                 self.text_to_client(call, f"`{name}(...)`")
             elif name:
@@ -95,7 +94,9 @@ class ExpressionChecks(WaitChecks, StatusChecks, ExceptionTextChecks):
                 elif name in N.WEBSOCKET_SENDS and sink:
                     handlers[-1].answer = f"`{name}` (a WebSocket error reply: the client's fault)"
                 elif status is None and name and not any(kw.arg in N.STATUS_KEYWORDS for kw in call.keywords):
-                    handlers[-1].callees.append(name)
+                    ref = self.callee_ref(call.func)
+                    if ref:
+                        handlers[-1].callees.append(ref)
 
     def special_call(self, call: ast.Call, name: str) -> None:
         target = resolve(self.scope, call.func)

@@ -43,20 +43,45 @@ class RawRaise(NamedTuple):
 
 
 class Forwarded(NamedTuple):
-    """Exception text passed to a function of the audited tree (OE205 when that function sends it on)."""
+    """Exception text passed to a function or class of the audited tree (OE205 when it sends it on)."""
 
-    callee: str  # last name of the callee: `_send_error` for `self._send_error(ws, str(e))`
+    callee: str  # a callee reference (flows.py): "=pkg.mod.f", "@pkg.mod.Cls:method", "^...", ".method"
     position: int  # positional index of the argument, -1 for a keyword
     keyword: str  # the keyword, "" for a positional argument
     in_sink: bool  # the call is itself an argument of a client sink (`send_json(payload(str(e)))`)
+    caught: tuple[str, ...]  # the classes its exceptions were caught as ("" where unknown)
     site: RawSite  # the OE205 site it becomes
 
 
-class Unanswered(NamedTuple):
-    """An `except ValueError` clause that calls functions of unknown status (OE201 when one defaults to 4xx)."""
+class Leak(NamedTuple):
+    """Exception text in a client sink: OE205 unless every exception it is made of is a public error."""
 
-    callees: tuple[str, ...]  # last names of the calls made without a status argument
+    caught: tuple[str, ...]
+    site: RawSite
+
+
+class Returned(NamedTuple):
+    """Exception text a function returns (or an error body holding it): OE205 when its return reaches a
+    client (a route's response, a sink's argument, a response model's field)."""
+
+    function: str  # qualified name of the function that returns it
+    caught: tuple[str, ...]
+    site: RawSite
+
+
+class Unanswered(NamedTuple):
+    """An `except ValueError` clause that answers through the tree's own code (OE201 when it answers 4xx)."""
+
+    callees: tuple[str, ...]  # callee references of the calls and raises made without a status argument
+    message_in: str  # the function whose returned message this clause makes ("" when it returns none)
     site: RawSite  # the OE201 site it becomes (message filled in by the project pass)
+
+
+class Handled(NamedTuple):
+    """A broad `except` that passes its exception to callees on every path: OE202 unless one fails with it."""
+
+    handoffs: tuple[tuple[str, int, str], ...]  # (callee reference, position, keyword) of each hand-off
+    site: RawSite
 
 
 class Suppression(NamedTuple):
@@ -81,14 +106,21 @@ class FileResult:
     suppressions: list[Suppression]
     reraises: int = 0
     error: str | None = None  # set for an unparsable file; its OE000 site is in `sites`
-    # What the project pass follows one call deep (see project.py): functions whose parameter reaches a
-    # client sink (name -> [[position, parameter]]), whose status parameter defaults to a 4xx, every
-    # function name defined, and the calls that hand them exception text or leave a status to them.
-    client_params: dict[str, list[list[Any]]] = field(default_factory=dict)
-    status_defaults: dict[str, int] = field(default_factory=dict)
+    # What the project pass follows across functions (interprocedural.py): each function's flows
+    # (flows.py), each class's methods and field annotations, the classes and entry points that reach
+    # clients by use, the protocol-error evidence, and the sites that depend on all of those.
+    flows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    fields: dict[str, list[str]] = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)  # references of classes that reach clients
+    entries: list[str] = field(default_factory=list)  # references of registered exception handlers
+    renders: list[list[Any]] = field(default_factory=list)  # [caught classes, consumer, position, keyword]
     defined: list[str] = field(default_factory=list)
     forwarded: list[Forwarded] = field(default_factory=list)
+    leaks: list[Leak] = field(default_factory=list)
+    returned: list[Returned] = field(default_factory=list)
     unanswered: list[Unanswered] = field(default_factory=list)
+    handled: list[Handled] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,11 +134,18 @@ class FileResult:
             "suppressions": [[s.line, list(s.codes), s.reason] for s in self.suppressions],
             "reraises": self.reraises,
             "error": self.error,
-            "client_params": self.client_params,
-            "status_defaults": self.status_defaults,
+            "flows": self.flows,
+            "members": self.members,
+            "fields": self.fields,
+            "models": self.models,
+            "entries": self.entries,
+            "renders": self.renders,
             "defined": self.defined,
-            "forwarded": [[*f[:4], list(f.site)] for f in self.forwarded],
-            "unanswered": [[list(u.callees), list(u.site)] for u in self.unanswered],
+            "forwarded": [[*f[:4], list(f.caught), list(f.site)] for f in self.forwarded],
+            "leaks": [[list(k.caught), list(k.site)] for k in self.leaks],
+            "returned": [[r.function, list(r.caught), list(r.site)] for r in self.returned],
+            "unanswered": [[list(u.callees), u.message_in, list(u.site)] for u in self.unanswered],
+            "handled": [[[list(h) for h in d.handoffs], list(d.site)] for d in self.handled],
         }
 
     @classmethod
@@ -122,11 +161,18 @@ class FileResult:
             suppressions=[Suppression(s[0], tuple(s[1]), s[2]) for s in data["suppressions"]],
             reraises=data["reraises"],
             error=data["error"],
-            client_params=data["client_params"],
-            status_defaults=data["status_defaults"],
+            flows=data["flows"],
+            members=data["members"],
+            fields=data["fields"],
+            models=data["models"],
+            entries=data["entries"],
+            renders=data["renders"],
             defined=data["defined"],
-            forwarded=[Forwarded(f[0], f[1], f[2], f[3], RawSite(*f[4])) for f in data["forwarded"]],
-            unanswered=[Unanswered(tuple(u[0]), RawSite(*u[1])) for u in data["unanswered"]],
+            forwarded=[Forwarded(f[0], f[1], f[2], f[3], tuple(f[4]), RawSite(*f[5])) for f in data["forwarded"]],
+            leaks=[Leak(tuple(k[0]), RawSite(*k[1])) for k in data["leaks"]],
+            returned=[Returned(r[0], tuple(r[1]), RawSite(*r[2])) for r in data["returned"]],
+            unanswered=[Unanswered(tuple(u[0]), u[1], RawSite(*u[2])) for u in data["unanswered"]],
+            handled=[Handled(tuple((h[0], h[1], h[2]) for h in d[0]), RawSite(*d[1])) for d in data["handled"]],
         )
 
 

@@ -85,12 +85,75 @@ PUBLIC_ERRORS: Final = frozenset(
         "VLLMUnprocessableEntityError",
     }
 )
+# Exceptions whose text is public: the client-error classes, and the HTTP exceptions whose detail a client
+# receives as it is (passing it on is no new leak).
+PUBLIC_TEXT: Final = PUBLIC_ERRORS | {"HTTPException", "WebSocketException"}
 CLIENT_SINKS: Final = (
     RESPONSE_CLASSES
     | PUBLIC_ERRORS
     | frozenset({"HTTPException", "WebSocketException", "ErrorResponse", "ErrorInfo", "send_json", "send_text"})
 )
 WEBSOCKET_SENDS: Final = frozenset({"send_json", "send_text"})
+# Method names that say nothing about the object they are called on (the builtin containers', logging's,
+# queues' and futures', streams'): a call `obj.get(...)` of an unknown `obj` is not matched by name
+# against the tree's functions called `get` (flows.py's `.m` references).
+GENERIC_METHODS: Final = frozenset(
+    name for kind in (dict, list, set, str, bytes, tuple, object) for name in dir(kind)
+) | frozenset(
+    {
+        "debug",
+        "info",
+        "warning",
+        "warn",
+        "error",
+        "exception",
+        "critical",
+        "fatal",
+        "log",
+        "put",
+        "put_nowait",
+        "get_nowait",
+        "task_done",
+        "qsize",
+        "empty",
+        "full",
+        "join",
+        "set_result",
+        "set_exception",
+        "result",
+        "done",
+        "cancel",
+        "cancelled",
+        "add_done_callback",
+        "read",
+        "write",
+        "close",
+        "flush",
+        "send",
+        "recv",
+        "run",
+        "start",
+        "stop",
+        "submit",
+        "wait",
+        "acquire",
+        "release",
+        "item",
+        "tolist",
+        "numpy",
+        "cpu",
+        "to",
+        "cuda",
+        "size",
+        "view",
+        "reshape",
+    }
+)
+# Methods of vLLM's classes that send a parameter to the client (position, name), for a class of the tree
+# that derives from them: `self.send_error(str(e))` in a subclass of vLLM's RealtimeConnection.
+EXTERNAL_SINK_PARAMS: Final = {
+    "vllm.entrypoints.speech_to_text.realtime.connection.RealtimeConnection.send_error": (0, "message"),
+}
 # Where a call takes the HTTP status positionally (index), besides the keywords in STATUS_KEYWORDS.
 STATUS_POSITION: Final = {name: 1 for name in RESPONSE_CLASSES} | {"HTTPException": 0, "create_error_response": 2}
 STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_status"})
@@ -98,6 +161,10 @@ STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_statu
 DEFAULT_400_CALLS: Final = frozenset({"create_error_response"})
 ROUTE_DECORATORS: Final = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "api_route", "route"})
 ERROR_BODY_METHODS: Final = frozenset({"model_dump", "model_dump_json", "dict", "json"})
+# Calls whose result holds what their receiver or argument holds: the dump of a response object.
+DUMP_METHODS: Final = frozenset(
+    {"model_dump", "model_dump_json", "dict", "json", "to_dict", "dumps", "jsonable_encoder"}
+)
 
 # Exception text: what `str(e)` and friends produce.
 TEXT_FUNCTIONS: Final = frozenset({"builtins.str", "builtins.repr", "builtins.format"})
@@ -152,6 +219,11 @@ def is_route_decorator(deco: ast.expr) -> bool:
         and isinstance(path.value, str)
         and path.value.startswith("/")
     )
+
+
+def is_handler_decorator(deco: ast.expr) -> bool:
+    """`@app.exception_handler(SomeError)`: the function's return is the response to the client."""
+    return isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "exception_handler"
 
 
 def is_exception_annotation(node: ast.expr) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
+from collections.abc import Callable
 
 
 def children(part: ast.expr) -> list[ast.expr]:
@@ -22,29 +23,24 @@ def children(part: ast.expr) -> list[ast.expr]:
     return []
 
 
-def flatten(parts: list[ast.expr]) -> list[ast.expr]:
-    out: list[ast.expr] = []
-    while parts:
-        part = parts.pop()
-        out.append(part)
-        parts.extend(children(part))
-    return out
+def is_sse_frame(node: ast.expr) -> bool:
+    """`f"data: {payload}\\n\\n"`, `"event: error\\ndata: " + body`: a server-sent event a generator yields."""
+    while type(node) is ast.BinOp and type(node.op) is ast.Add:
+        node = node.left
+    if type(node) is ast.JoinedStr:
+        if not node.values:
+            return False
+        node = node.values[0]
+    return is_str(node) and node.value.startswith(("data:", "event:"))  # type: ignore[attr-defined]
 
 
-def param_in(part: ast.expr, params: dict[str, int]) -> str | None:
-    """The parameter whose value `part` is, or holds as text: `message`, `f"...{message}"`, `str(message)`."""
-    if type(part) is ast.Name:
-        return part.id if part.id in params else None
-    if type(part) is ast.JoinedStr:
-        for v in part.values:
-            if type(v) is ast.FormattedValue and type(v.value) is ast.Name and v.value.id in params:
-                return v.value.id
-        return None
-    if type(part) is ast.Call and type(part.func) is ast.Name and part.func.id in ("str", "repr") and part.args:
-        return param_in(part.args[0], params)
-    if type(part) is ast.BinOp:
-        return param_in(part.left, params) or param_in(part.right, params)
-    return None
+def is_message(node: ast.expr, is_text: Callable[[ast.expr], bool]) -> bool:
+    """A returned message: a string, an f-string, a concatenation of them, or exception text."""
+    if is_str(node) or type(node) is ast.JoinedStr or is_text(node):
+        return True
+    if type(node) is ast.BinOp and type(node.op) in (ast.Add, ast.Mod):
+        return is_message(node.left, is_text)
+    return False
 
 
 def is_close_with_reason(call: ast.Call, name: str) -> bool:

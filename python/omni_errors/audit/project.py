@@ -1,12 +1,6 @@
-"""The project-wide pass: classify every `raise` against the class graph of all audited files, follow
-exception text and statuses one call deep into the functions of the tree, apply suppressions, and turn
-per-file records into reported sites with fingerprints.
-
-Functions are matched by their last name (`self._send_error(...)` meets `def _send_error(self, ws,
-message)` in any file), the reading a reviewer makes: a call whose argument position or keyword is a
-parameter that the function puts into a client sink is a sink (OE205); a call nested in a sink's
-argument to any function of the tree is a payload builder (OE205); a call in `except ValueError` to a
-function whose status parameter defaults to a 4xx answers 4xx (OE201).
+"""The project-wide pass: classify every `raise` against the class graph of all audited files, decide
+the sites that depend on other files by following the exception across the tree (interprocedural.py),
+apply suppressions, and turn per-file records into reported sites with fingerprints.
 
 It runs on every audit (cached or not): a class's family can change when another file changes.
 """
@@ -19,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omni_errors.audit import names as N
+from omni_errors.audit.interprocedural import Tree
 from omni_errors.audit.model import FileResult, RawRaise, RawSite, Site, SourceFile
 from omni_errors.audit.source import digest
 
@@ -60,19 +55,10 @@ class ClassGraph:
         self.classes: dict[str, list[str]] = {}
         self.aliases: dict[str, str] = {}
         self.functions: set[str] = set()
-        self.client_params: dict[str, set[int | str]] = {}  # function name -> positions and parameter names
-        self.status_defaults: dict[str, int] = {}
-        self.defined: set[str] = set()
         for r in results:
             self.classes.update(r.classes)
             self.aliases.update(r.aliases)
             self.functions.update(r.functions)
-            self.defined.update(r.defined)
-            self.status_defaults.update(r.status_defaults)
-            for name, params in r.client_params.items():
-                found = self.client_params.setdefault(name, set())
-                for position, param in params:
-                    found.update((param,) if position < 0 else (position, param))
         self._family: dict[str, str] = {}
         self._canonical: dict[str, str] = {}
 
@@ -128,30 +114,11 @@ class ClassGraph:
             return "OE100", f"cannot know what is raised: the result of `{short}()`, a function", ""
         return "", "", name
 
-    def followed(self, result: FileResult) -> list[RawSite]:
-        """The OE205 and OE201 sites that one call into the tree's own functions reveals."""
-        out: list[RawSite] = []
-        for f in result.forwarded:
-            params = self.client_params.get(f.callee, ())
-            if (f.keyword or f.position) in params or (f.in_sink and f.callee in self.defined):
-                out.append(f.site)
-        for u in result.unanswered:
-            callee = next((c for c in u.callees if c in self.status_defaults), None)
-            if callee is not None:
-                status = self.status_defaults[callee]
-                message = f"`except ValueError` answers `{callee}` (its status defaults to {status})"
-                out.append(u.site._replace(message=message))
-                continue
-            callee = next((c for c in u.callees if c in self.client_params), None)
-            if callee is not None:  # `_send_error(websocket, str(e))`: the reply blames the client
-                message = f"`except ValueError` answers `{callee}`, which sends the error to the client"
-                out.append(u.site._replace(message=message))
-        return out
-
 
 def build(files: list[tuple[SourceFile, FileResult]]) -> Inventory:
     """Every reported site of the audit, suppressions applied, in path and line order."""
     graph = ClassGraph(r for _, r in files)
+    tree = Tree((r for _, r in files), graph.canonical, graph.classes, graph.functions)
     inventory = Inventory()
     for source, result in files:
         inventory.reraises += result.reraises
@@ -159,7 +126,12 @@ def build(files: list[tuple[SourceFile, FileResult]]) -> Inventory:
         if result.error is not None:
             inventory.unparsable[source.path] = result.error
         raw = list(result.sites)
-        raw.extend(graph.followed(result))
+        seen = {(r.rule, r.line, r.column, r.digest) for r in raw}
+        for site in tree.followed(result):
+            key = (site.rule, site.line, site.column, site.digest)
+            if key not in seen:  # one piece of text reaches a client once, however many ways
+                seen.add(key)
+                raw.append(site)
         for r in result.raises:
             rule, message, name = graph.classify(r)
             if name:

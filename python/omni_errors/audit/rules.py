@@ -105,14 +105,19 @@ RULES: Final[dict[str, Rule]] = {
             "value-error-as-4xx",
             "`except ValueError` that answers 4xx",
             "An `except` clause whose types include `ValueError` and whose body (outside nested functions and "
-            "inner `except` clauses) calls something with a 4xx status: a `status_code`/`status`/`code` keyword "
-            "or the positional status of `HTTPException`/`JSONResponse`/`create_error_response` that is a "
-            "literal, an `HTTPStatus` member or a `status.HTTP_4xx_*` constant; vLLM's "
-            "`create_error_response(...)` without a status (it defaults to 400); a function of the audited tree "
-            "whose status parameter defaults to a 4xx, called without a status; a `raise` of a client-error class "
-            "(`raise OmniClientError(str(e))`, 4xx by definition); a WebSocket `send_json`/`send_text` error "
-            "reply, or a call to a function of the tree that sends its argument to the client (`_send_error`).",
-            "Statuses computed at run time, and helpers more than one call away.",
+            "inner `except` clauses) answers the client with a 4xx: a call with a `status_code`/`status`/`code` "
+            "keyword or the positional status of `HTTPException`/`JSONResponse`/`create_error_response` that is a "
+            "literal, an `HTTPStatus` member or a `status.HTTP_4xx_*` constant; vLLM's `create_error_response(...)` "
+            "without a status (it defaults to 400); a `raise` of a client-error class "
+            "(`raise OmniClientError(str(e))`, 4xx by definition, a class of the tree deriving from one, or a "
+            "protocol error of the tree as OE205 "
+            "learns them); a WebSocket `send_json`/`send_text` error reply; or, followed across the tree as for "
+            "OE205, a call to a function whose status parameter defaults to a 4xx or that sends its argument to the "
+            "client (`_send_error`), or a returned message (a string, or the error's text) of a function whose "
+            "return reaches a client (an adapter's `validate(request)`, whose message the speech route answers "
+            "with a 400).",
+            "Statuses computed at run time, and messages that reach a client through an attribute, a container or "
+            "a queue, or through a protocol error the tree sends only where the audit cannot follow it.",
             "warning",
             True,
         ),
@@ -121,9 +126,17 @@ RULES: Final[dict[str, Rule]] = {
             "broad-except-swallows",
             "broad `except` that swallows the error",
             "A bare `except:` or an `except` whose types include `Exception` or `BaseException`, whose body "
-            "contains no `raise` statement and no `sys.exit`/`os._exit` call (outside nested functions). "
-            "Logging and continuing, or returning a value, counts as swallowing.",
-            "Whether a `raise` in the body runs on every path: one raise anywhere exempts the clause.",
+            "contains no `raise` statement and no `sys.exit`/`os._exit` call (outside nested functions), and that "
+            "does not hand the exception on: on every path through the body it neither stores the exception (or "
+            "its text) where a `raise` raises it or chains from it (`error = exc` ... `raise error` in the same "
+            "function; `errors.append(f'{name}: {exc}')` ... `raise X('; '.join(errors))`; an attribute or module "
+            "name raised anywhere in the module), nor passes it to a function of the tree whose parameter is "
+            "raised, chained from, set on a future (`set_exception`) or passed on to such a function, outside "
+            "any `if` that tests it. Still counted: logging and continuing, returning a value (an error result "
+            "too), sending an error to a peer and going on, a store that no `raise` uses or that one path "
+            "skips, and a hand-off to a function that raises only some errors (`if isinstance(error, X): raise`).",
+            "Whether a `raise` in the body, or the later `raise` of what it stored, runs on every path: one "
+            "anywhere exempts the clause. Exceptions handed on through a return value or a queue.",
             "warning",
             True,
         ),
@@ -159,20 +172,29 @@ RULES: Final[dict[str, Rule]] = {
             "OE205",
             "error-text-to-client",
             "`str(e)` placed in a client-visible field",
-            "Exception text (as in OE203) placed in an argument of a client-visible call: `HTTPException`, "
-            "`WebSocketException`, `JSONResponse`-like responses, `ErrorResponse`, `ErrorInfo`, "
-            "`*error_response(...)`, WebSocket `send_json`/`send_text`, and client-error classes whose message "
-            "is public (`OmniClientError`, `GuardrailViolationError`, `VLLMValidationError`, ...), "
-            "`websocket.close(reason=...)`; in a dict literal with an `'error'` key in a module that serves "
-            "clients (imports fastapi, starlette, aiohttp or websockets); and, one call deep, passed to a function "
-            "of the audited tree that puts that parameter into such a sink (`_send_error(ws, f'{e}')`, "
-            "`_create_speech_error_json_response(str(e))`) or to any function of the tree called inside a sink's "
-            "argument (a payload builder: `send_json(envelope.error_payload(code, str(e)))`). Each piece of "
-            "exception text counts once. Not counted: the text of an exception caught as a client-error class "
-            "(`except OmniClientError as e: ... e.message`), which is public by design.",
-            "Text stored in an object that a route renders later (a job's error, an SSE error event built from "
-            "a dict), text passed on through a variable, and helpers more than one call away. Passing the "
-            "exception object itself to vLLM's `create_error_response(e)` is not counted: vLLM maps it.",
+            "Exception text (as in OE203) that reaches a client: placed in an argument of a client-visible call "
+            "(`HTTPException`, `WebSocketException`, `JSONResponse`-like responses, `ErrorResponse`, `ErrorInfo`, "
+            "`*error_response(...)`, WebSocket `send_json`/`send_text`, `websocket.close(reason=...)`, and "
+            "client-error classes whose message is public: `OmniClientError`, `GuardrailViolationError`, "
+            "`VLLMValidationError`, ...) or in a server-sent event a generator yields (`yield f'data: ...'`); passed "
+            "to a function or method of the tree whose parameter reaches such a sink, followed across the tree to a "
+            "fixed point (module functions through imports, `self.m()` through the class, its bases and the "
+            "overrides of its subclasses, vLLM's `RealtimeConnection.send_error`, and any function of the tree "
+            "called inside a sink's argument: a payload builder); placed in a response model (a class whose "
+            "instances reach a client that way, that a route names in its return annotation, `response_model` or "
+            "`responses`, that a serving function returns beside `ErrorResponse`, or that types a field of a "
+            "response model); returned by a function whose return reaches a client (a route's or exception "
+            "handler's response, a sink's argument, a response model's field, or the return of such a function); "
+            "or carried there by locals (`error = {'message': str(e)}` ... `yield f'data: {json.dumps(error)}'`). "
+            "Each piece of exception text counts once. Not counted: the text of an exception caught as a "
+            "client-error class, `HTTPException`, or a protocol error of the tree (a class whose caught instances a "
+            "handler sends to a client with their own `code`, or re-raises as one), whose message is public; and "
+            "error bodies that no route, handler or sink receives (a benchmark's result dict).",
+            "Text stored in an attribute or a queue and rendered elsewhere (a job's error read back by another "
+            "route). A method of an object whose class is unknown is matched by its name (`adapter.validate(...)` "
+            "meets every `validate` of the tree), except names that say nothing of the object (`get`, `put`, "
+            "`error`, ...). Passing the exception object itself to vLLM's `create_error_response(e)` is not "
+            "counted: vLLM maps it.",
             "warning",
             True,
         ),

@@ -3,8 +3,8 @@ is cached by content hash; `scan_chunk` is what pool workers run.
 
 A cheap token filter marks the lines where call-based rules can fire (waits, exits, signal handlers,
 responses); the visitor walks the expressions of those statements, of `except` clauses and of functions
-holding exception objects, and nothing else. A file that cannot be read, decoded or parsed yields an
-OE000 site: it is counted, never skipped.
+holding exception objects, and reads every other statement only for what it passes on (flows.py). A file
+that cannot be read, decoded or parsed yields an OE000 site: it is counted, never skipped.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ _NEEDLES = (
     "UnprocessableEntityError",
     "GuardrailViolationError",
 )
-# A function body whose lines hold none of these nor a hot line cannot yield a site or define a class
-# (the class graph records local classes too); it is not walked.
-_BODY_NEEDLES = ("raise", "except", "Error", "Exception", "class")
+# A signature whose lines hold neither of these annotates no parameter as an exception.
+_EXCEPTION_NEEDLES = ("Error", "Exception")
 _ZMQ_NEEDLES = (".recv", ".send")
 _WAIT_CALL = re.compile(r"\.(?:get|join|wait)\s*\(\s*(?:\)|#|True|block|timeout|None)")
 _IMPORTS_ZMQ = re.compile(r"^\s*(?:import|from)\s+zmq\b", re.MULTILINE)
@@ -103,9 +102,9 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
             gc.enable()
     imports_zmq = "zmq" in text and _IMPORTS_ZMQ.search(text) is not None
     tracked = set(_RAISED_NAME.findall(text))
-    hot, relevant = hot_lines(text, imports_zmq)
+    hot, annotated = hot_lines(text, imports_zmq)
     sockets = socket_facts(text) if imports_zmq else SocketFacts()
-    visitor = FileVisitor(module, is_package, source, hot, relevant, imports_zmq, tracked, sockets)
+    visitor = FileVisitor(module, is_package, source, hot, annotated, imports_zmq, tracked, sockets)
     visitor.run(tree)
     suppressions: list[Suppression] = []
     if suppress.MARKER in text:
@@ -121,20 +120,27 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
         functions=visitor.functions,
         suppressions=suppressions,
         reraises=visitor.reraises,
-        client_params=visitor.client_params,
-        status_defaults=visitor.status_defaults,
-        defined=sorted(set(_DEF.findall(text))),  # every def, also in bodies the walk skips
+        flows=visitor.flows,
+        members=visitor.members,
+        fields=visitor.fields,
+        models=sorted(set(visitor.models)),
+        entries=sorted(set(visitor.entries)),
+        renders=visitor.renders,
+        defined=sorted(set(_DEF.findall(text))),  # every def, also nested ones
         forwarded=visitor.forwarded,
+        leaks=visitor.leaks,
+        returned=visitor.returned,
         unanswered=visitor.unanswered,
+        handled=visitor.handled,
     )
 
 
 def hot_lines(text: str, imports_zmq: bool) -> tuple[list[int], list[int]]:
-    """Sorted line numbers that the call-based checks may report on, and those plus every line
-    mentioning raise/except/Error/Exception/class (where a function body can yield a site)."""
+    """Sorted line numbers that the call-based checks may report on, and those that mention an
+    Error or Exception (where a signature can annotate a parameter as an exception)."""
     needles = _NEEDLES + _ZMQ_NEEDLES if imports_zmq else _NEEDLES
     hot = _lines(text, _positions(text, needles, check_waits=True))
-    return hot, sorted(set(hot).union(_lines(text, _positions(text, _BODY_NEEDLES, check_waits=False))))
+    return hot, _lines(text, _positions(text, _EXCEPTION_NEEDLES, check_waits=False))
 
 
 def _positions(text: str, needles: tuple[str, ...], check_waits: bool) -> list[int]:

@@ -28,6 +28,14 @@ VALUE = Binding("value")
 EXCEPT = Binding("except")
 
 
+class Origin(NamedTuple):
+    """A piece of exception text that a local object now carries: where to report it, and from what."""
+
+    node: ast.expr
+    anchor: ast.AST | None  # the statement that built it (part of the site's fingerprint)
+    caught: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class HandlerFrame:
     """An `except` clause being walked."""
@@ -37,7 +45,8 @@ class HandlerFrame:
     broad: bool
     raised: bool = False
     answer: str = ""  # how it answers 4xx, when it does ("HTTPException(400)")
-    callees: list[str] = field(default_factory=list)  # calls without a status: 4xx if one defaults to it
+    callees: list[str] = field(default_factory=list)  # references of calls without a status, and raises
+    message: bool = False  # it returns a message (a string, or exception text): what its function answers
 
 
 @dataclass(slots=True)
@@ -49,12 +58,18 @@ class Scope:
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     parent: Scope | None = None
     handlers: list[HandlerFrame] = field(default_factory=list)
-    tainted: set[str] = field(default_factory=set)  # locals holding exception text
+    tainted: dict[str, tuple[str, ...]] = field(default_factory=dict)  # locals holding exception text -> caught as
     route: bool = False
     deadline: int = 0  # depth of enclosing `with asyncio.timeout(...)`
     methods: dict[str, str] = field(default_factory=dict)  # class scope: method name -> qualified name
     lines: tuple[int, int] = (0, 0)  # function scope: its first and last line
     params: dict[str, int] = field(default_factory=dict)  # function scope: parameter -> position (-1: keyword)
+    owner: str = ""  # the qualified class whose method this is (or encloses it): what `self.m()` calls
+    # Flows (flows.py): locals that carry a parameter's value, locals bound to a call's result (the callee
+    # references), and locals holding an object built from exception text (origins, see `Origin`).
+    aliases: dict[str, str] = field(default_factory=dict)
+    results: dict[str, list[str]] = field(default_factory=dict)
+    carriers: dict[str, list[Origin]] = field(default_factory=dict)
 
     def bind(self, name: str, binding: Binding) -> None:
         found = self.bindings.get(name)

@@ -4,17 +4,15 @@ site builder every check uses; the check mixins (waits.py, statuses.py, exceptio
 from __future__ import annotations
 
 import ast
-import re
 from typing import Any
 
-from omni_errors.audit.model import Forwarded, RawSite
+from omni_errors.audit.model import Forwarded, Leak, RawSite, Returned
 from omni_errors.audit.predicates import lines_between
 from omni_errors.audit.scope import Scope
 from omni_errors.audit.signals import SignalHandlers
 from omni_errors.audit.sockets import SocketFacts
 from omni_errors.audit.source import SourceText, digest as source_digest, shape
 
-_SERVES_CLIENTS = re.compile(r"^\s*(?:from|import)\s+(?:fastapi|starlette|aiohttp|websockets)\b", re.MULTILINE)
 Located = ast.stmt | ast.expr | ast.ExceptHandler  # nodes with a source position
 
 
@@ -25,23 +23,28 @@ class WalkState:
         self, module: str, source: SourceText, hot_lines: list[int], imports_zmq: bool, sockets: SocketFacts
     ) -> None:
         self.module = module
+        self.package = module.partition(".")[0] + "."  # the audited package: flows.py follows calls into it
         self.source = source
         self.hot_lines = hot_lines
         self.imports_zmq = imports_zmq
         self.sockets = sockets
         self.torch_distributed = "torch.distributed" in source.text
-        # Only a module that serves HTTP or WebSocket clients sends a bare `{"error": ...}` dict to one;
-        # elsewhere (benchmarks, worker RPC replies) such a dict is internal.
-        self.serves_clients = _SERVES_CLIENTS.search(source.text) is not None
-        self.public_names: set[str] = set()  # exceptions caught as client errors: their message is public
         self.sink_args: set[int] = set()  # ids of calls that are arguments of a client sink
-        self.client_params: dict[str, list[list[Any]]] = {}
+        self.flows: dict[str, dict[str, Any]] = {}  # function -> its flows (flows.py)
         self.forwarded: list[Forwarded] = []
+        self.leaks: list[Leak] = []
+        self.returned: list[Returned] = []
+        self.models: list[str] = []
+        self.entries: list[str] = []
+        self.renders: list[list[Any]] = []
         self.function_texts: dict[tuple[int, int], str] = {}
         self.scope = Scope("module", "")
         self.sites: list[RawSite] = []
-        self.exc_names: set[str] = set()  # exception objects visible at this point
+        # Exception objects visible at this point -> the classes each was caught as (or annotated with).
+        self.exc_names: dict[str, tuple[str, ...]] = {}
         self.reported: set[int] = set()  # ids of exception-text nodes already reported (OE205)
+        self.leaked: set[int] = set()  # ids of exception-text nodes already placed in a sink
+        self.tests: list[ast.expr] = []  # the tests of the `if` and `while` statements around this point
         self.wrapped: set[int] = set()  # ids of calls under `asyncio.wait_for(..., timeout)`
         self.signals = SignalHandlers(module)
         # The statement, or header expression of a compound statement, that holds what is walked: part
@@ -82,19 +85,39 @@ class WalkState:
     def function_key(self) -> str:
         return f"{self.module}.{self.scope.qualname}"
 
+    def function_scope(self) -> Scope | None:
+        """The innermost enclosing function scope."""
+        scope: Scope | None = self.scope
+        while scope is not None and scope.kind != "function":
+            scope = scope.parent
+        return scope
+
+    def conditional(self, node: ast.expr) -> bool:
+        """Whether an enclosing `if` of the current function tests a name that `node` holds
+        (`if isinstance(error, OutOfMemoryError): raise error` fails only some errors)."""
+        names = {n.id for n in ast.walk(node) if type(n) is ast.Name}
+        return any(type(n) is ast.Name and n.id in names for test in self.tests for n in ast.walk(test))
+
+    def flow(self) -> dict[str, Any]:
+        """The flow record of the innermost enclosing function (flows.py), made on first use."""
+        scope = self.function_scope()
+        key = f"{self.module}.{scope.qualname}" if scope is not None else f"{self.module}.<module>"
+        found = self.flows.get(key)
+        if found is None:
+            found = self.flows[key] = {}
+        return found
+
     def is_hot(self, node: Located) -> bool:
         return lines_between(self.hot_lines, node.lineno, node.end_lineno or node.lineno)
 
     def is_deep(self) -> bool:
         """Inside an `except` clause, or where exception objects or their text are in scope."""
         scope = self.scope
-        return bool(scope.handlers or self.exc_names or scope.tainted)
+        return bool(scope.handlers or self.exc_names or scope.tainted or scope.carriers)
 
     def function_mentions(self, needle: str) -> bool:
         """Whether the source of the innermost enclosing function holds `needle`."""
-        scope: Scope | None = self.scope
-        while scope is not None and scope.kind != "function":
-            scope = scope.parent
+        scope = self.function_scope()
         if scope is None:
             return False
         text = self.function_texts.get(scope.lines)

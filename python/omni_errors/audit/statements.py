@@ -9,8 +9,8 @@ from typing import Any
 
 from omni_errors.audit import names as N
 from omni_errors.audit.bindings import BindingVisitor
-from omni_errors.audit.predicates import lines_between, target_names
-from omni_errors.audit.scope import Binding, import_bindings, last_name
+from omni_errors.audit.predicates import is_message, lines_between, target_names
+from omni_errors.audit.scope import Binding, import_bindings, last_name, resolve
 
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
 
@@ -54,10 +54,27 @@ class StatementVisitor(BindingVisitor):
         self.anchor = s
         if type(s) in _ASSIGNMENTS and scope.kind != "module":
             self.bind_targets(s)
-        deep = scope.handlers or self.exc_names or scope.tainted
-        if deep and isinstance(s, ast.Assign) and self.exc_text(s.value):
-            for target in s.targets:
-                scope.tainted.update(target_names(target))
+        if scope.kind != "class":
+            self.flow_statement(s)
+        deep = scope.handlers or self.exc_names or scope.tainted or scope.carriers
+        value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
+        if deep and value is not None:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]  # type: ignore[attr-defined]
+            names = [n for target in targets for n in target_names(target)]
+            if self.exc_text(value):  # `msg = str(e)`: the local is exception text
+                caught = self.caught(value)
+                for name in names:
+                    scope.tainted[name] = caught
+                    scope.carriers.pop(name, None)
+            else:  # `error = {"message": str(e)}`: the local carries it
+                for name in names:
+                    scope.tainted.pop(name, None)
+                self.carry(names, value)
+        if deep and isinstance(s, ast.Return) and s.value is not None:
+            self.returned_text(s.value)
+            handlers = scope.handlers
+            if handlers and handlers[-1].value_error and is_message(s.value, self.exc_text):
+                handlers[-1].message = True
         if scope.route and isinstance(s, ast.Return) and s.value is not None and self.is_error_body(s.value):
             self.add("OE204", s, "route returns an error body without a status (FastAPI sends 200)")
         if deep or lines_between(self.hot_lines, s.lineno, s.end_lineno or s.lineno):
@@ -70,8 +87,37 @@ class StatementVisitor(BindingVisitor):
 
     def if_(self, s: ast.If | ast.While) -> None:
         self.expr(s.test)
-        self.body(s.body)
-        self.body(s.orelse)
+        self.tests.append(s.test)
+        narrowed = self.narrowing(s.test)
+        try:
+            if narrowed is None:
+                self.body(s.body)
+            else:  # `if isinstance(exc, HTTPException):` the body knows what `exc` is
+                name, classes = narrowed
+                saved = self.exc_names[name]
+                self.exc_names[name] = classes
+                try:
+                    self.body(s.body)
+                finally:
+                    self.exc_names[name] = saved
+            self.body(s.orelse)
+        finally:
+            self.tests.pop()
+
+    def narrowing(self, test: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+        """`isinstance(exc, A)` or `isinstance(exc, (A, B))` of an exception in scope: (name, classes)."""
+        if not (
+            type(test) is ast.Call
+            and type(test.func) is ast.Name
+            and test.func.id == "isinstance"
+            and len(test.args) == 2
+            and type(test.args[0]) is ast.Name
+            and test.args[0].id in self.exc_names
+        ):
+            return None
+        kinds = test.args[1].elts if type(test.args[1]) is ast.Tuple else [test.args[1]]
+        classes = tuple(sorted(t for t in (resolve(self.scope, k) for k in kinds) if t))
+        return (test.args[0].id, classes) if classes else None
 
     def for_(self, s: ast.For | ast.AsyncFor) -> None:
         if self.scope.kind != "module":

@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 
 from omni_errors.audit import names as N
-from omni_errors.audit.bindings import TRY_STAR
-from omni_errors.audit.model import RawRaise, RawSite, Unanswered
+from omni_errors.audit.annotations import beside_error_response, decorator_models, field_annotations, named
+from omni_errors.audit.bindings import FUNCTIONS, TRY_STAR
+from omni_errors.audit.handling import on_every_path, raise_mentions, stored_and_raised
+from omni_errors.audit.model import Handled, RawRaise, RawSite, Unanswered
 from omni_errors.audit.predicates import lines_between
 from omni_errors.audit.scope import Binding, HandlerFrame, Scope, callee_target, lookup, resolve
 from omni_errors.audit.sockets import SocketFacts
@@ -29,18 +31,23 @@ class FileVisitor(StatementVisitor):
         is_package: bool,
         source: SourceText,
         hot_lines: list[int],
-        relevant_lines: list[int],
+        annotated_lines: list[int],
         imports_zmq: bool,
         tracked: set[str],
         sockets: SocketFacts,
     ) -> None:
         super().__init__(module, is_package, source, hot_lines, imports_zmq, tracked, sockets)
-        self.relevant_lines = relevant_lines
+        self.annotated_lines = annotated_lines
         self.raises: list[RawRaise] = []
         self.classes: dict[str, list[str]] = {}
         self.functions: list[str] = []
-        self.status_defaults: dict[str, int] = {}
+        self.members: dict[str, list[str]] = {}
+        self.fields: dict[str, list[str]] = {}
         self.unanswered: list[Unanswered] = []
+        self.handled: list[Handled] = []
+        # OE202 clauses that store their exception, decided once the module's raises are known.
+        self.stored: list[tuple[RawSite, str, set[str], tuple[tuple[str, int, str], ...]]] = []
+        self.raise_names: list[tuple[str, frozenset[str]]] = []  # (function, what a raise mentions)
         self.reraises = 0
         self.dispatch = {
             **self.statement_handlers(),
@@ -56,12 +63,22 @@ class FileVisitor(StatementVisitor):
         self.prebind(tree.body)
         self.body(tree.body)
         self.finish_signal_handlers()
+        for site, function, stores, handoffs in self.stored:
+            if stored_and_raised(function, stores, self.raise_names):
+                continue
+            if handoffs:
+                self.handled.append(Handled(handoffs, site))
+            else:
+                self.sites.append(site)
 
     # -- raise -----------------------------------------------------------------------------------
     def raise_(self, s: ast.Raise) -> None:
         for frame in self.scope.handlers:
             frame.raised = True
         self.anchor = s
+        self.raise_names.append((self.scope_name(), raise_mentions(s)))
+        if self.scope.kind == "function":
+            self.flow_raise(s)
         if self.is_deep() or self.is_hot(s):
             self.walk(s)
         exc = s.exc
@@ -77,6 +94,8 @@ class FileVisitor(StatementVisitor):
             short = target.rpartition(".")[2]
             if short in N.PUBLIC_ERRORS:  # a client error: 4xx by definition
                 handlers[-1].answer = f"`raise {short}` (a 4xx client error)"
+            elif self.in_package(target):  # a class of the tree may be a client error: interprocedural.py
+                handlers[-1].callees.append(f"={target}")
         if target == "builtins.SystemExit":
             candidate = self.site("OE302", s, "`raise SystemExit` inside a signal handler")
             self.signals.exit_in(self.function_key(), candidate)
@@ -136,29 +155,31 @@ class FileVisitor(StatementVisitor):
         self.scope.handlers.append(frame)
         name = h.name
         added = name is not None and name not in self.exc_names
-        public = bool(caught) and all(c is not None and c.rpartition(".")[2] in N.PUBLIC_ERRORS for c in caught)
         if name is not None and added:
-            self.exc_names.add(name)
-            if public:
-                self.public_names.add(name)
+            self.exc_names[name] = tuple(sorted(c or "" for c in caught)) or ("builtins.BaseException",)
         try:
             self.body(h.body)
         finally:
             self.scope.handlers.pop()
             if name is not None and added:
-                self.exc_names.discard(name)
-                self.public_names.discard(name)
+                del self.exc_names[name]
         header_end = h.type.end_lineno if h.type is not None else h.lineno
         header = f"except {shape(h.type) if h.type is not None else ''} as {name or ''}"
         self.anchor = None
         if frame.value_error and frame.answer:
             self.add("OE201", h, f"`except ValueError` answers {frame.answer}", header_end, header)
-        elif frame.value_error and frame.callees:  # 4xx if one of them defaults to it: see project.py
+        elif frame.value_error and (frame.callees or frame.message):  # decided in interprocedural.py
             site = self.site("OE201", h, "", header_end, header)
-            self.unanswered.append(Unanswered(tuple(dict.fromkeys(frame.callees)), site))
+            message_in = self.function_key() if frame.message and self.scope.kind == "function" else ""
+            self.unanswered.append(Unanswered(tuple(dict.fromkeys(frame.callees)), message_in, site))
         if frame.broad and not frame.raised:
             kind = "bare `except:`" if not types else "`except Exception`"
-            self.add("OE202", h, f"{kind} without a raise swallows the error", header_end, header)
+            site = self.site("OE202", h, f"{kind} without a raise swallows the error", header_end, header)
+            done = on_every_path(h.body, name, self.callee_ref) if name else None
+            if done is not None and (done.stores or done.handoffs):
+                self.stored.append((site, self.scope_name(), done.stores, tuple(done.handoffs)))
+            else:
+                self.sites.append(site)
 
     # -- definitions -----------------------------------------------------------------------------
     def function(self, s: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -174,21 +195,28 @@ class FileVisitor(StatementVisitor):
         for deco in s.decorator_list:
             self.expr(deco)
         route = any(N.is_route_decorator(d) for d in s.decorator_list)
+        if route or any(N.is_handler_decorator(d) for d in s.decorator_list):
+            self.flows.setdefault(full, {})["e"] = 1  # its return is the response
+        models = decorator_models(s.decorator_list) + named(s.returns) if route else []
+        self.models.extend(self.references(parent, [*models, *beside_error_response(s.returns)]))
         args = s.args
         params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
-        positions = self.parameters(s, parent)
+        positions = self.parameters(s, parent, full)
         if args.vararg is not None:
             params.append(args.vararg)
         if args.kwarg is not None:
             params.append(args.kwarg)
         signature_end = s.body[0].lineno - 1 if s.body else s.lineno
         exc_names = (
-            {a.arg for a in params if a.annotation is not None and N.is_exception_annotation(a.annotation)}
-            if lines_between(self.relevant_lines, s.lineno, max(signature_end, s.lineno))
-            else set()
+            {
+                a.arg: self.annotated_classes(parent, a.annotation)
+                for a in params
+                if a.annotation is not None and N.is_exception_annotation(a.annotation)
+            }
+            if lines_between(self.annotated_lines, s.lineno, max(signature_end, s.lineno))
+            else {}
         )
-        if not (route or exc_names or lines_between(self.relevant_lines, s.lineno, s.end_lineno or s.lineno)):
-            return  # nothing in the body can yield a site (see scan.py)
+        owner = f"{self.module}.{parent.qualname}" if parent.kind == "class" else parent.owner
         scope = Scope(
             "function",
             qualname,
@@ -196,21 +224,35 @@ class FileVisitor(StatementVisitor):
             route=route,
             lines=(s.lineno, s.end_lineno or s.lineno),
             params=positions,
+            owner=owner,
+            aliases={p: p for p in positions},
         )
         tracked = self.tracked
         for a in params:
             if a.arg in tracked:
                 scope.bind(a.arg, Binding("param"))
-        saved = self.exc_names
-        self.exc_names = exc_names
+        saved, tests = self.exc_names, self.tests
+        self.exc_names, self.tests = exc_names, []
         self.scope = scope
         try:
             self.body(s.body)
         finally:
             self.scope = parent
-            self.exc_names = saved
+            self.exc_names, self.tests = saved, tests
 
-    def parameters(self, s: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope) -> dict[str, int]:
+    def annotated_classes(self, scope: Scope, annotation: ast.expr) -> tuple[str, ...]:
+        found = []
+        for node in named(annotation):
+            target = resolve(scope, node)
+            if target and target.rpartition(".")[2].endswith(("Error", "Exception")):
+                found.append(target)
+        return tuple(sorted(found)) or ("builtins.BaseException",)
+
+    def references(self, scope: Scope, nodes: list[ast.expr]) -> list[str]:
+        """The references (`=pkg.mod.Cls`) of the classes these annotation nodes name, where known."""
+        return [f"={t}" for t in (resolve(scope, n) for n in nodes) if t and not t.startswith("builtins.")]
+
+    def parameters(self, s: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, full: str) -> dict[str, int]:
         """Parameter -> position as callers pass it (`self`/`cls` of a method not counted; keyword-only: -1);
         records a status parameter that defaults to a 4xx (`status_code=HTTPStatus.BAD_REQUEST`)."""
         args = s.args
@@ -229,7 +271,7 @@ class FileVisitor(StatementVisitor):
                 finally:
                     self.scope = saved
                 if status is not None and 400 <= status < 500:
-                    self.status_defaults[s.name] = status
+                    self.flows.setdefault(full, {})["d"] = status
         return positions
 
     def class_(self, s: ast.ClassDef) -> None:
@@ -237,11 +279,15 @@ class FileVisitor(StatementVisitor):
         qualname = f"{parent.qualname}.{s.name}" if parent.qualname else s.name
         full = f"{self.module}.{qualname}"
         self.classes[full] = [b for b in (resolve(parent, base) for base in s.bases) if b]
+        self.members[full] = [x.name for x in s.body if isinstance(x, FUNCTIONS)]
+        fields = self.references(parent, field_annotations(s.body))
+        if fields:
+            self.fields[full] = fields
         if parent.kind != "module":
             parent.bind(s.name, Binding("class", full))
         for deco in s.decorator_list:
             self.expr(deco)
-        scope = Scope("class", qualname, parent=parent)
+        scope = Scope("class", qualname, parent=parent, owner=parent.owner)
         self.scope = scope
         try:
             self.body(s.body)

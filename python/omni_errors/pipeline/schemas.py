@@ -1,9 +1,10 @@
 """Request schemas (OpenAI-shaped) and their semantic validation into stage-0 payloads.
 
 Schema errors (wrong types, missing fields) are FastAPI's `RequestValidationError` (400 with the
-parameter); semantic ones raise vLLM's classes: `VLLMValidationError` naming the parameter,
-`VLLMNotFoundError` for an unknown model or voice, `VLLMUnprocessableEntityError` for media that
-cannot be decoded. Rejected values are never echoed.
+parameter); semantic ones raise vLLM's classes: `VLLMValidationError` naming the parameter (an
+unknown voice included: a value of `voice`, as OpenAI's API and vLLM-Omni's TTS adapters answer it),
+`VLLMNotFoundError` for an unknown model, `VLLMUnprocessableEntityError` for media that cannot be
+decoded. Rejected values are never echoed.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def chat_payload(req: ChatRequest, limits: Limits, fault_header: str | None = No
 def speech_payload(req: SpeechRequest, limits: Limits, fault_header: str | None = None) -> dict[str, Any]:
     _check_model(req.model, limits)
     if req.voice not in VOICES:
-        raise VLLMNotFoundError(f"voice not found; available voices: {', '.join(VOICES)}")
+        raise VLLMValidationError(f"voice must be one of {', '.join(VOICES)}", parameter="voice")
     if not req.input.strip():
         raise VLLMValidationError("input must not be empty", parameter="input")
     if len(req.input) > 4096:

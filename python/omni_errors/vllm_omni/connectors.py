@@ -8,9 +8,8 @@ under the receiver's own connector key, `{request}_{from_stage}_{chunk}`, and th
 with that record as soon as it reads the key.
 
 - `OmniSerde.serialize` / `deserialize` (the `OmniSerializer` every connector uses): a
-  `Tombstone` travels as its bare frame;
-- `shm_connector.shm_read_bytes`: `SharedMemoryConnector` decodes a tombstone straight from the
-  segment (a memoryview over `SharedMemory.buf`), never copying the segment into bytes first;
+  `Tombstone` travels as its bare frame, and is read back from the bytes the connector read (for
+  `SharedMemoryConnector`, vLLM-Omni's own one open, copy and unlink of the segment);
 - the model runners' payload transport: `recv_stage_payload` raises the rebuilt record;
   `_poll_single_request` stops polling for that request and keeps its record
   (`failed_requests`); `_requeue_or_drop_failed_send` puts a tombstone when it gives up.
@@ -26,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from multiprocessing.shared_memory import SharedMemory
 from types import ModuleType
 from typing import Any
 
@@ -49,7 +47,6 @@ __all__ = [
     "make_recv_stage_payload",
     "make_requeue_or_drop_failed_send",
     "make_serialize",
-    "make_shm_read_bytes",
     "put_tombstone",
     "tombstone_from",
 ]
@@ -160,46 +157,12 @@ def make_serialize(module: ModuleType, serialize: Any) -> Any:
 
 
 def make_deserialize(module: ModuleType, deserialize: Any) -> Any:
-    """`OmniSerde.deserialize`: a frame becomes a `Tombstone`; a `Tombstone` passes through."""
+    """`OmniSerde.deserialize`: a frame becomes a `Tombstone`."""
 
     def deserialize_tombstones(self: Any, data: Any, /) -> Any:
-        if isinstance(data, Tombstone):  # already read from the segment (`make_shm_read_bytes`)
-            return data
         return tombstone_from(data) or deserialize(self, data)
 
     return deserialize_tombstones
-
-
-def make_shm_read_bytes(module: ModuleType, original: Any) -> Any:
-    """`shm_connector.shm_read_bytes`: a tombstone is decoded from the segment itself.
-
-    `SharedMemoryConnector._get_data_with_lock` calls `shm_read_bytes(handle)` under the key's
-    lock file, then `deserialize_obj` on what it returns; the replacement returns a `Tombstone`
-    (and unlinks the segment, as the original does) when the segment holds one.
-    """
-
-    def shm_read_bytes(meta: dict[str, Any]) -> Any:
-        segment = SharedMemory(name=meta["name"])
-        try:
-            buf = segment.buf
-            tombstone = None
-            if buf is not None:
-                view = buf[: int(meta["size"])]
-                try:
-                    tombstone = tombstone_from(view)
-                finally:
-                    view.release()
-        finally:
-            segment.close()
-        if tombstone is None:
-            return original(meta)
-        try:
-            segment.unlink()
-        except FileNotFoundError:
-            pass
-        return tombstone
-
-    return shm_read_bytes
 
 
 def make_recv_stage_payload(module: ModuleType, original: Any) -> Any:

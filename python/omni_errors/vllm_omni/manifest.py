@@ -380,14 +380,6 @@ TARGETS: tuple[Target, ...] = (
            does="a frame (first byte 0x4F, then `peek` on its 16-byte header) is read back as a `Tombstone`; "
                 "msgpack payloads are untouched",
            upstream=_TOMBSTONE_UPSTREAM),
-    Target(f"{_C}.connectors.shm_connector", None, "shm_read_bytes", "connectors:make_shm_read_bytes", Kind.WRAP,
-           {_R030: "2752393983fa53e2"},
-           defined_in=f"{_E}.stage_utils:shm_read_bytes",
-           relies_on=("SharedMemoryConnector._get_data_with_lock",),
-           hop="connector tombstones",
-           does="`SharedMemoryConnector` decodes a tombstone from a memoryview over the segment (under its lock "
-                "file) and unlinks it; other payloads are read as before",
-           upstream="the connector hands `deserialize` a view of the segment"),
     Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
            "recv_stage_payload", "connectors:make_recv_stage_payload", Kind.WRAP, {_R030: "7efac7af5bc0d50c"},
            relies_on=("_OmniConnectorPayloadTransportMixin._broadcast_tp_payload_packet",),
