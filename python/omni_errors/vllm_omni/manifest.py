@@ -231,7 +231,9 @@ TARGETS: tuple[Target, ...] = (
            relies_on=("OrchestratorBase._cfg_tracker", "OrchestratorBase.output_async_queue",
                       "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
                       "OrchestratorBase.request_async_queue", "OrchestratorBase.stage_pools",
-                      "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id"),
+                      "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._engine_dead",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
            hop="stage errors",
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
@@ -244,7 +246,10 @@ TARGETS: tuple[Target, ...] = (
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
                       "vllm_omni.engine.stage_pool:StagePool.live_replica_ids",
-                      f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses"),
+                      "OrchestratorBase._cleanup_request_ids",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._decoder",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
            hop="dead replicas",
            does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
                 "ends (exit 85, or the code of the record its proc sent before it died, read first). A lost "

@@ -6,7 +6,7 @@ positions and docstrings dropped, so a reformatted or re-documented release stil
 changed body does not. A target also differs when a calling-context assumption (`InExcept`) no
 longer holds in its caller's source.
 
-Parsing the sixteen files costs about a second on a busy machine, so results are cached by the
+Parsing the files the manifest names costs about a second on a busy machine, so results are cached by the
 SHA-256 of each file's bytes, and each path's digest by its `stat` (`OMNI_ERRORS_CACHE_DIR`,
 default `~/.cache/omni-errors`; an unwritable cache is skipped): a file unchanged since it was
 last seen costs one `stat`.
