@@ -73,6 +73,38 @@ def render(by_rule: dict[str, Figures], title: str) -> str:
     return "\n".join(out)
 
 
+CLASSES = {
+    "helper": "sinks through the tree's own helpers and methods",
+    "model": "sinks through response models, SSE frames and locals",
+    "handled": "handled, not swallowed (OE202)",
+    "reach": "not client-facing: no route reaches it",
+    "protocol": "the tree's own protocol errors",
+}
+
+
+def render_classes(sites: list[tuple[str, str, str]], rows: list[dict[str, str]]) -> str:
+    """The labelled sites of each class the audit follows the exception for (the rows with a "class")."""
+    fingerprints = {fp for _, fp, _ in sites}
+    lines = {(rule, where) for rule, _, where in sites}
+    out = ["by class", f"{'class':<10}{'true found':>12}{'false reported':>16}  what"]
+    for name, title in CLASSES.items():
+        found = true = wrong = false = 0
+        for row in rows:
+            if row.get("class") != name:
+                continue
+            reported = (
+                (row["fingerprint"] in fingerprints) if row["fingerprint"] else (row["rule"], row["site"]) in lines
+            )
+            if row["label"] in ("tp", "fn"):
+                true += 1
+                found += reported
+            else:
+                false += 1
+                wrong += reported
+        out.append(f"{name:<10}{f'{found} of {true}':>12}{f'{wrong} of {false}':>16}  {title}")
+    return "\n".join(out)
+
+
 def main() -> int:
     sys.path.insert(0, str(HERE))
     from omni_errors.audit import audit
@@ -86,6 +118,8 @@ def main() -> int:
     if drawn:
         print()
         print(render(figures(sites, drawn), f"files drawn at random ({len(drawn)} sites)"))
+    print()
+    print(render_classes(sites, rows))
     return 0
 
 

@@ -6,6 +6,52 @@ from __future__ import annotations
 
 import ast
 
+# Types whose values carry no error text and no exception (numbers, tensors, devices, modules): a parameter
+# annotated with only these is not followed (flows.py), which keeps model code's flows small.
+_INERT_TYPES = frozenset(
+    {
+        "int",
+        "float",
+        "bool",
+        "complex",
+        "Tensor",
+        "ndarray",
+        "Module",
+        "device",
+        "dtype",
+        "Size",
+        "Parameter",
+        "Generator",
+        "SymInt",
+        "ProcessGroup",
+        "Event",
+        "Stream",
+    }
+)
+_WRAPPERS = frozenset(
+    {
+        "list",
+        "tuple",
+        "set",
+        "dict",
+        "Optional",
+        "Union",
+        "Sequence",
+        "Iterable",
+        "Mapping",
+        "List",
+        "Tuple",
+        "Dict",
+        "Set",
+        "None",
+        "typing",
+        "torch",
+        "np",
+        "numpy",
+        "nn",
+    }
+)
+
 
 def named(node: ast.expr | None) -> list[ast.expr]:
     """The Name and Attribute nodes an annotation names, string annotations (`"VideoError"`) parsed."""
@@ -61,3 +107,10 @@ def beside_error_response(returns: ast.expr | None) -> list[ast.expr]:
 def field_annotations(body: list[ast.stmt]) -> list[ast.expr]:
     """The annotations of a class body's fields (`error: VideoError | None = None`)."""
     return [n for s in body if type(s) is ast.AnnAssign for n in named(s.annotation)]
+
+
+def carries_nothing(annotation: ast.expr | None) -> bool:
+    """`x: torch.Tensor`, `n: int | None`, `sizes: list[int]`: a parameter of these types is not followed."""
+    names = [n.attr if type(n) is ast.Attribute else n.id for n in named(annotation)]  # type: ignore[attr-defined]
+    kinds = [n for n in names if n not in _WRAPPERS]
+    return bool(kinds) and all(k in _INERT_TYPES for k in kinds)

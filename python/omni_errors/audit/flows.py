@@ -26,6 +26,7 @@ assigned from it (`payload = {"message": message}`), a call's result through loc
 from __future__ import annotations
 
 import ast
+from sys import intern
 from typing import Any
 
 from omni_errors.audit import names as N
@@ -65,6 +66,11 @@ class FlowChecks(WalkState):
         return record
 
     def callee_ref(self, func: ast.expr) -> str:
+        # Interned: a file repeats its references, and pickling the result back from a worker stores each
+        # interned string once.
+        return intern(self._callee_ref(func))
+
+    def _callee_ref(self, func: ast.expr) -> str:
         """The reference of a callee expression; "" for one that is not a name or attribute, or that names
         something outside the audited package (`torch.cat`, `len`: no flow of the tree is there)."""
         if type(func) is ast.Name:
@@ -89,8 +95,9 @@ class FlowChecks(WalkState):
         return target.startswith(self.package)
 
     def sources(self, node: ast.expr, calls: list[ast.Call]) -> list[tuple[str, Any]]:
-        """What `node`'s value carries: ("p", parameter), ("r", callee reference) of a local bound to a
-        call's result, and ("c", call) for a call the value is made of (also appended to `calls`)."""
+        """What `node`'s value carries: ("p", parameter), and ("c", call) for a call whose result it is
+        made of, directly or through a local bound to it (a call of the value itself is also appended to
+        `calls`, to be read in turn)."""
         out: list[tuple[str, Any]] = []
         aliases = self.scope.aliases
         results = self.scope.results
@@ -104,9 +111,9 @@ class FlowChecks(WalkState):
                 if param is not None:
                     out.append(("p", param))
                 else:
-                    refs = results.get(part.id)  # type: ignore[attr-defined]
-                    if refs:
-                        out.extend(("r", r) for r in refs)
+                    held = results.get(part.id)  # type: ignore[attr-defined]
+                    if held:
+                        out.extend(held)
             elif t is ast.Call:
                 func = part.func  # type: ignore[attr-defined]
                 args = part.args  # type: ignore[attr-defined]
@@ -141,9 +148,9 @@ class FlowChecks(WalkState):
                 push(part.value)  # type: ignore[attr-defined]
         return out
 
-    def produced(self, kind: str, what: Any) -> str:
-        """The callee reference a ("r", ...) or ("c", call) source stands for."""
-        return what if kind == "r" else self.callee_ref(what.func)
+    def produced(self, call: ast.Call) -> str:
+        """The callee reference of a ("c", call) source."""
+        return self.callee_ref(call.func)
 
     # -- statements ------------------------------------------------------------------------------
     def flow_statement(self, s: ast.stmt) -> None:
@@ -163,16 +170,13 @@ class FlowChecks(WalkState):
             if value is None:
                 return
             calls: list[ast.Call] = []
-            found = self.sources(value, calls)
-            if found:
-                record = self.param_flow()
-                for kind, what in found:
-                    if kind == "p":
-                        _add(record, "rp", what)
-                    else:
-                        ref = self.produced(kind, what)
-                        if ref:
-                            _add(record, "r", ref)
+            for kind, what in self.sources(value, calls):
+                if kind == "p":
+                    _add(self.param_flow(), "rp", what)
+                else:
+                    ref = self.produced(what)
+                    if ref:
+                        _add(self.flow(), "r", ref)
             for call in calls:
                 self.flow_call(call)
             return
@@ -189,7 +193,7 @@ class FlowChecks(WalkState):
             if not names:
                 return
             params = [w for k, w in found if k == "p"]
-            refs = [r for r in (self.produced(k, w) for k, w in found if k != "p") if r]
+            held = [item for item in found if item[0] != "p"]  # references are looked up where they are used
             scope = self.scope
             for name in names:
                 if t is not ast.AugAssign:
@@ -197,18 +201,16 @@ class FlowChecks(WalkState):
                     scope.results.pop(name, None)
                 if params:
                     scope.aliases[name] = params[0]
-                if refs:
-                    scope.results.setdefault(name, []).extend(refs)
+                if held:
+                    scope.results.setdefault(name, []).extend(held)
 
     def flow_raise(self, s: ast.Raise) -> None:
         """`raise param`, `raise X(...) from param`: the parameter fails the caller; `raise C(param)` passes it."""
-        record = None
         for part in (s.exc, s.cause):
             if part is None:
                 continue
             if type(part) is ast.Name and part.id in self.scope.aliases and not self.conditional(part):
-                record = record or self.param_flow()
-                _add(record, "f", self.scope.aliases[part.id])
+                _add(self.param_flow(), "f", self.scope.aliases[part.id])
             elif type(part) is ast.Call:
                 self.flow_call(part)
 
@@ -229,7 +231,6 @@ class FlowChecks(WalkState):
         sink = is_sink(call, name)
         fail = name in _FUTURE_FAIL and type(func) is ast.Attribute
         ref: str | None = "" if sink or fail else None  # looked up once an argument carries something
-        record: dict[str, Any] | None = None
         for position, keyword, arg in args:
             t = type(arg)
             if t is ast.Constant or (t is ast.Name and arg.id not in aliases and arg.id not in results):  # type: ignore[attr-defined]
@@ -239,23 +240,20 @@ class FlowChecks(WalkState):
                 if ref is None:
                     ref = self.callee_ref(func)
                 if kind == "p":
-                    record = record if record is not None else self.param_flow()
                     if sink:
-                        _add(record, "s", what)
+                        _add(self.param_flow(), "s", what)
                     elif fail:
                         if not self.conditional(arg):
-                            _add(record, "f", what)
+                            _add(self.param_flow(), "f", what)
                     elif ref:
-                        _add(record, "c", [ref, position, keyword, what])
+                        _add(self.param_flow(), "c", [ref, position, keyword, what])
                 elif sink or ref:
-                    producer = self.produced(kind, what)
-                    if not producer or producer == ref:
-                        continue
-                    record = record if record is not None else self.param_flow()
-                    if sink:
-                        _add(record, "rs", producer)
-                    else:
-                        _add(record, "rc", [producer, ref, position, keyword])
+                    producer = self.produced(what)
+                    if producer and producer != ref:
+                        if sink:
+                            _add(self.flow(), "rs", producer)
+                        else:
+                            _add(self.flow(), "rc", [producer, ref, position, keyword])
             if depth < 4:
                 for inner in nested:
                     self.flow_call(inner, depth + 1)
@@ -263,15 +261,12 @@ class FlowChecks(WalkState):
     def to_sink(self, node: ast.expr) -> None:
         """An expression that a client receives as it is (an SSE frame a generator yields)."""
         calls: list[ast.Call] = []
-        found = self.sources(node, calls)
-        if found:
-            record = self.param_flow()
-            for kind, what in found:
-                if kind == "p":
-                    _add(record, "s", what)
-                else:
-                    producer = self.produced(kind, what)
-                    if producer:
-                        _add(record, "rs", producer)
+        for kind, what in self.sources(node, calls):
+            if kind == "p":
+                _add(self.param_flow(), "s", what)
+            else:
+                producer = self.produced(what)
+                if producer:
+                    _add(self.flow(), "rs", producer)
         for call in calls:
             self.flow_call(call)

@@ -65,10 +65,10 @@ class Scope:
     lines: tuple[int, int] = (0, 0)  # function scope: its first and last line
     params: dict[str, int] = field(default_factory=dict)  # function scope: parameter -> position (-1: keyword)
     owner: str = ""  # the qualified class whose method this is (or encloses it): what `self.m()` calls
-    # Flows (flows.py): locals that carry a parameter's value, locals bound to a call's result (the callee
-    # references), and locals holding an object built from exception text (origins, see `Origin`).
+    # Flows (flows.py): locals that carry a parameter's value, locals bound to a call's result (the calls),
+    # and locals holding an object built from exception text (origins, see `Origin`).
     aliases: dict[str, str] = field(default_factory=dict)
-    results: dict[str, list[str]] = field(default_factory=dict)
+    results: dict[str, list[tuple[str, ast.Call]]] = field(default_factory=dict)
     carriers: dict[str, list[Origin]] = field(default_factory=dict)
 
     def bind(self, name: str, binding: Binding) -> None:

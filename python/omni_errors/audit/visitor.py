@@ -6,7 +6,13 @@ from __future__ import annotations
 import ast
 
 from omni_errors.audit import names as N
-from omni_errors.audit.annotations import beside_error_response, decorator_models, field_annotations, named
+from omni_errors.audit.annotations import (
+    beside_error_response,
+    carries_nothing,
+    decorator_models,
+    field_annotations,
+    named,
+)
 from omni_errors.audit.bindings import FUNCTIONS, TRY_STAR
 from omni_errors.audit.handling import on_every_path, raise_mentions, stored_and_raised
 from omni_errors.audit.model import Handled, RawRaise, RawSite, Unanswered
@@ -225,7 +231,7 @@ class FileVisitor(StatementVisitor):
             lines=(s.lineno, s.end_lineno or s.lineno),
             params=positions,
             owner=owner,
-            aliases={p: p for p in positions},
+            aliases={a.arg: a.arg for a in params if a.arg in positions and not carries_nothing(a.annotation)},
         )
         tracked = self.tracked
         for a in params:
