@@ -38,6 +38,17 @@ def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
     assert report["multi_node"]["rejoin_window_s"] == 120.0
 
 
+def test_the_text_report_names_every_target_under_its_module_within_100_columns(tmp_path: Path) -> None:
+    code, out = _doctor(tmp_path, OMNI_ERRORS_VLLM_OMNI="1")
+    assert code == 0
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    modules = [line.strip() for line in lines if line.startswith("  vllm_omni.") or line.startswith("  zmq")]
+    assert len(modules) == len(set(modules)) == len({t.module for t in TARGETS})  # each module once
+    listed = {line.split()[0] for line in lines if line.startswith("    ") and not line.startswith("     ")}
+    assert {t.qualname for t in TARGETS} <= listed
+
+
 def test_the_text_report_and_the_exit_status_of_a_disabled_plugin(tmp_path: Path) -> None:
     code, out = _doctor(tmp_path, OMNI_ERRORS_VLLM_OMNI="0")
     assert code == 4

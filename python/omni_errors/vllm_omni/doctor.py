@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -104,20 +105,45 @@ def report() -> dict[str, Any]:
     }
 
 
+WIDTH = 100  # the text report's lines; --json has everything whole
+_COLUMNS = 2 + 7 + 2 + 7 + 2 + 16  # kind, state and fingerprint, with their gaps
+
+
+def _wrapped(text: str, indent: str, hang: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=hang, break_on_hyphens=False)
+
+
+def _target_lines(targets: list[dict[str, Any]]) -> list[str]:
+    """The targets under their modules: a module's name once, then each patched name in it."""
+    by_module: dict[str, list[dict[str, Any]]] = {}
+    for t in targets:
+        by_module.setdefault(t["target"].partition(":")[0], []).append(t)
+    names = [t["target"].partition(":")[2] for t in targets]
+    width = min(max(len(n) for n in names), WIDTH - 4 - _COLUMNS)
+    lines = [f"  {'target':<{width + 2}}  {'kind':<7}  {'state':<7}  fingerprint"]
+    for module, rows in by_module.items():
+        lines.append(f"  {module}")
+        for t in rows:
+            name = t["target"].partition(":")[2]
+            columns = f"{t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}"
+            if len(name) > width:  # a name longer than its column gets a line of its own
+                lines += [f"    {name}", f"    {'':<{width}}  {columns}"]
+            else:
+                lines.append(f"    {name:<{width}}  {columns}")
+            if t["state"] != "matches":
+                lines += _wrapped(f"^ {t['reason']}", "      ", "        ")
+    return lines
+
+
 def _print(data: dict[str, Any]) -> None:
     versions = data["versions"]
     print("omni-errors doctor: the vLLM-Omni plugin in this environment\n")
     for name in ("vllm", "vllm-omni", "omni-errors"):
         print(f"  {name:<12} {versions[name] or 'not installed'}")
-    print(f"\n  plugin       {data['decision']}: {data['reason']}\n")
+    print()
+    print("\n".join(_wrapped(f"{data['decision']}: {data['reason']}", "  plugin       ", " " * 15)), end="\n\n")
     if data["targets"]:
-        width = max(len(t["target"]) for t in data["targets"])
-        print(f"  {'target':<{width}}  {'kind':<7}  {'state':<7}  fingerprint")
-        for t in data["targets"]:
-            print(f"  {t['target']:<{width}}  {t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}")
-            if t["state"] != "matches":
-                print(f"  {'':<{width}}  ^ {t['reason']}")
-        print()
+        print("\n".join(_target_lines(data["targets"])), end="\n\n")
     multi = data["multi_node"]
     sockets = multi["sockets"]
     if not sockets["curve"]:
@@ -126,7 +152,8 @@ def _print(data: dict[str, Any]) -> None:
         where = f"CURVE keys unusable: {sockets['error']}"
     else:
         where = f"CURVE, keys in {sockets['keys']} ({sockets['allowed_keys']} public keys allowed in)"
-    print(f"  multi-node   rejoin window {multi['rejoin_window_s']:g} s ({multi['window_setting']}); sockets {where}\n")
+    line = f"rejoin window {multi['rejoin_window_s']:g} s ({multi['window_setting']}); sockets {where}"
+    print("\n".join(_wrapped(line, "  multi-node   ", " " * 15)), end="\n\n")
     codes = data["fatal_exit_codes"]
     if codes is None:
         print("  exit code on a fatal failure: vLLM-Omni's own (the plugin is not active: a dead stage can hang")
@@ -134,7 +161,7 @@ def _print(data: dict[str, Any]) -> None:
     else:
         print("  exit code on a fatal failure (the highest precedence among those seen wins):")
         for row in codes:
-            print(f"    {row['code']}  {row['when']}")
+            print("\n".join(_wrapped(row["when"], f"    {row['code']}  ", " " * 8)))
 
 
 def _run(args: argparse.Namespace) -> int:
