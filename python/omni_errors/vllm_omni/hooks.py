@@ -50,6 +50,7 @@ class _Loader(importlib.abc.Loader):
         self._inner.exec_module(module)
         with _lock:
             hooks = _pending.pop(module.__name__, [])
+            _retire_finder_when_idle()
         _run(module, hooks)
 
 
@@ -75,6 +76,12 @@ class _Finder(importlib.abc.MetaPathFinder):
 _finder = _Finder()
 
 
+def _retire_finder_when_idle() -> None:
+    """With nothing pending, the finder leaves `sys.meta_path`: later imports do not pass through it."""
+    if not _pending and _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
+
+
 def when_imported(name: str, hook: Hook) -> None:
     """Call `hook(module)` once `name` is imported: now if it already is, else right after its import."""
     with _lock:
@@ -94,6 +101,7 @@ def cancel(hook: Hook) -> None:
             _pending[name] = [h for h in _pending[name] if h is not hook]
             if not _pending[name]:
                 del _pending[name]
+        _retire_finder_when_idle()
 
 
 def pending() -> dict[str, int]:
