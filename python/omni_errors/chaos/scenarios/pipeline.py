@@ -100,7 +100,7 @@ def _mixed(ctx: Ctx) -> list[tuple[Call, Expect]]:
             lambda: http_call(
                 h, p, "POST", "/v1/audio/speech", {"model": MODEL, "input": "hi", "voice": "nobody"}, t0=ctx.t0
             ),
-            expect(("error", 404, None)),
+            expect(("error", 400, None)),  # an unknown voice is a bad parameter, as OpenAI answers it
         ),
         (
             lambda: http_call(
