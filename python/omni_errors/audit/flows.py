@@ -169,22 +169,13 @@ class FlowChecks(WalkState):
             value = s.value  # type: ignore[attr-defined]
             if value is None:
                 return
-            calls: list[ast.Call] = []
-            for kind, what in self.sources(value, calls):
-                if kind == "p":
-                    _add(self.param_flow(), "rp", what)
-                else:
-                    ref = self.produced(what)
-                    if ref:
-                        _add(self.flow(), "r", ref)
-            for call in calls:
-                self.flow_call(call)
+            self.flows_out(value, param_key="rp", producer_key="r")
             return
         if t is ast.Assign or t is ast.AnnAssign or t is ast.AugAssign:
             value = s.value  # type: ignore[attr-defined]
             if value is None or type(value) in _INERT:
                 return
-            calls = []
+            calls: list[ast.Call] = []
             found = self.sources(value, calls)
             for call in calls:
                 self.flow_call(call)
@@ -260,13 +251,17 @@ class FlowChecks(WalkState):
 
     def to_sink(self, node: ast.expr) -> None:
         """An expression that a client receives as it is (an SSE frame a generator yields)."""
+        self.flows_out(node, param_key="s", producer_key="rs")
+
+    def flows_out(self, node: ast.expr, *, param_key: str, producer_key: str) -> None:
+        """Record where `node`'s parameters and produced values go (returned, or sent as they are)."""
         calls: list[ast.Call] = []
         for kind, what in self.sources(node, calls):
             if kind == "p":
-                _add(self.param_flow(), "s", what)
+                _add(self.param_flow(), param_key, what)
             else:
                 producer = self.produced(what)
                 if producer:
-                    _add(self.flow(), "rs", producer)
+                    _add(self.flow(), producer_key, producer)
         for call in calls:
             self.flow_call(call)
