@@ -66,9 +66,9 @@ test: ## every check CI runs: lints, Rust tests, both Python environments; ends 
 test-steps: build build-omni audit-corpus netns-deps lint test-rust
 	$(MAKE) --no-print-directory -j3 --output-sync=target pytest pytest-omni pytest-multinode
 
-test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
-	$(TIMED) cargo-test-core -- $(CARGO) test --no-default-features --quiet
-	$(TIMED) cargo-test-py -- $(CARGO) test --lib --quiet py_
+test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
+	$(TIMED) cargo-test -- $(CARGO) test --quiet
+	$(TIMED) core-without-pyo3 -- $(CARGO) build --no-default-features --lib --quiet
 
 test-python: build audit-corpus netns-deps pytest ## the pytest suite in .venv (vLLM 0.33)
 
