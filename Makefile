@@ -16,6 +16,11 @@ MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
+# `make test` times each phase (.ci/phases.py) into this log and prints the table at its end;
+# outside `make test` (OMNI_PHASES unset) TIMED only runs its command.
+PHASES := $(PYTHON) .ci/phases.py
+TIMED  := $(PHASES) run
+PHASE_LOG := $(CURDIR)/target/phases.jsonl
 VLLM_OMNI_TREE := .cache/vllm-omni-0.30.0/vllm_omni
 AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 # The project's own audit: `make lint` fails on any site not in this baseline (`make audit-self-baseline`
@@ -23,7 +28,7 @@ AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 SELF_BASELINE := docs/audit/omni-errors.baseline.json
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build run bench test test-rust test-python pytest lint format fuzz lock clean audit-corpus \
+.PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
 	lock-omni
 
@@ -33,13 +38,15 @@ help: ## list the targets
 $(VENV)/.installed: requirements.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(BIN)/python || $(UV) venv --quiet --python 3.11 $(VENV)
-	$(UV) pip install --quiet --python $(BIN)/python -r requirements.lock
+	$(TIMED) setup -- $(UV) pip install --quiet --python $(BIN)/python -r requirements.lock
 	@touch $@
 
 setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and torch included)
 
+# The one release build of a run: every later install (.venv-omni, the install tests' wheel) names
+# this interpreter, so cargo finds its build current and compiles nothing again.
 build: setup ## build the Rust extension in release mode into .venv
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
+	$(TIMED) build -- env PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
 
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
@@ -51,20 +58,25 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # waits on a deadline (the multi-node cases), so together they take about the time of the longest
 # on a 2-core machine; every test holds beside a CPU-bound load by design. --output-sync keeps each
 # suite's output in one piece.
-test: build build-omni audit-corpus netns-deps lint test-rust ## every check CI runs: lints, Rust tests, both Python environments
+test: export OMNI_PHASES := $(PHASE_LOG)
+test: ## every check CI runs: lints, Rust tests, both Python environments; ends with each phase's time
+	@$(PHASES) start
+	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
+
+test-steps: build build-omni audit-corpus netns-deps lint test-rust
 	$(MAKE) --no-print-directory -j3 --output-sync=target pytest pytest-omni pytest-multinode
 
-test-rust: ## cargo tests: the pure-Rust core (no interpreter), then the PyO3 glue's own tests
-	$(CARGO) test --no-default-features --quiet
-	$(CARGO) test --lib --quiet py_
+test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
+	$(TIMED) cargo-test -- $(CARGO) test --quiet
+	$(TIMED) core-without-pyo3 -- $(CARGO) build --no-default-features --lib --quiet
 
 test-python: build audit-corpus netns-deps pytest ## the pytest suite in .venv (vLLM 0.33)
 
 pytest:
-	$(BIN)/python -m pytest
+	$(TIMED) pytest -- $(BIN)/python -m pytest
 
 audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
-	$(BIN)/python tests/audit/vllm_omni_wheel.py
+	$(TIMED) audit-corpus -- $(BIN)/python tests/audit/vllm_omni_wheel.py
 
 audit-inventory: build audit-corpus ## print the audit table of vllm-omni 0.30 (the inventory in docs/migration.md)
 	$(BIN)/omni-errors audit $(VLLM_OMNI_TREE) --exit-zero --no-progress
@@ -75,23 +87,26 @@ audit-baseline: build audit-corpus ## rewrite the committed vllm-omni 0.30 allow
 $(OMNI_VENV)/.installed: requirements-omni.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(OMNI_BIN)/python || $(UV) venv --quiet --python 3.11 $(OMNI_VENV)
-	$(UV) pip sync --quiet --python $(OMNI_BIN)/python requirements-omni.lock
+	$(TIMED) setup-omni -- $(UV) pip sync --quiet --python $(OMNI_BIN)/python requirements-omni.lock
 	@touch $@
 
 setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 0.30 (torch comes from the uv cache)
 
+# The editable install names .venv's interpreter to maturin: the same build as `make build`, so
+# nothing compiles (both are CPython 3.11; the extension is the one `make build` made).
 build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion plugin into .venv-omni
-	PATH="$(abspath $(OMNI_BIN)):$$PATH" $(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps \
-		--no-build-isolation -e .
-	$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps -e tests/vllm_omni/fake_diffusion
+	$(TIMED) build-omni -- env PATH="$(abspath $(OMNI_BIN)):$$PATH" \
+		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
+		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
+		-e tests/vllm_omni/fake_diffusion
 
 test-omni: build-omni netns-deps pytest-omni pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
 pytest-omni:
-	$(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)'
+	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)'
 
 pytest-multinode:
-	$(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)
+	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)
 
 bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
 	$(OMNI_BIN)/python benches/plugin_startup.py
@@ -108,13 +123,14 @@ netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nf
 			iproute2 nftables; fi
 
 lint: setup ## rustfmt, clippy, ruff, mypy, stubtest, the project's own audit against its baseline
-	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --quiet -- -D warnings
-	$(BIN)/ruff format --check python tests benches
-	$(BIN)/ruff check python tests benches
-	$(BIN)/mypy
-	$(BIN)/python -m mypy.stubtest omni_errors._native --allowlist .stubtest-allowlist
-	$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) --no-progress > /dev/null
+	$(TIMED) rustfmt -- $(CARGO) fmt --all -- --check
+	$(TIMED) clippy -- $(CARGO) clippy --all-targets --quiet -- -D warnings
+	$(TIMED) ruff-format -- $(BIN)/ruff format --check python tests benches .ci
+	$(TIMED) ruff-check -- $(BIN)/ruff check python tests benches .ci
+	$(TIMED) mypy -- $(BIN)/mypy
+	$(TIMED) stubtest -- $(BIN)/python -m mypy.stubtest omni_errors._native --allowlist .stubtest-allowlist
+	$(TIMED) self-audit -- sh -c '$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) \
+		--no-progress > /dev/null'
 
 audit-self-baseline: build ## rewrite the project's own audit baseline (docs/audit/omni-errors.baseline.json)
 	$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) --write-baseline --no-progress > /dev/null
