@@ -48,7 +48,8 @@ fn is_ipython_frame(t: &str) -> bool {
     }
     let first = t.split(' ').next().unwrap_or_default();
     let path_like = first.starts_with(['/', '~', '[']) || first.get(1..3) == Some(":\\");
-    let py = first.len() > 3 && first[first.len() - 3..].eq_ignore_ascii_case(".py");
+    // Bytes, not a `str` slice: the cut may fall inside a character of a non-ASCII path.
+    let py = first.len() > 3 && first.as_bytes()[first.len() - 3..].eq_ignore_ascii_case(b".py");
     path_like && (py || first.ends_with(')')) && t[first.len()..].starts_with(" in ")
 }
 
@@ -254,6 +255,12 @@ mod tests {
         assert_eq!(strip(tb), "Error\n<traceback>\nValueError: bad");
         let old = "[/usr/lib/vllm/utils.py](https://localhost:8080/#) in inner(*args)\n   1159  )\n-> 1161  return fn(*args)\nRuntimeError: x";
         assert_eq!(strip(old), "<traceback>\nRuntimeError: x");
+    }
+
+    #[test]
+    fn non_ascii_path_before_in_does_not_panic() {
+        assert!(matches!(strip("File \"\n/xдолжно in f"), Cow::Borrowed(_)));
+        assert!(matches!(strip("Traceback (\n~дол in x"), Cow::Borrowed(_)));
     }
 
     #[test]
