@@ -12,21 +12,29 @@
 //! frame and do not read like the exception line.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
-use memchr::memchr3_iter;
+use memchr::{memchr3_iter, memmem};
 
 use super::markers::TRACEBACK;
 
 const HEADER: &str = "Traceback (most recent call last):";
 
+/// Built once per process: building a searcher costs more than scanning a short message.
+static FIND_IN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b", in "));
+
 /// Whether `text` may hold a traceback: a `File "`, `Traceback (`, `frame #` (found from the
 /// rarer byte in each: `"`, `(`, `#`), or an `IPython` frame's `.py in `, `.py](`, `.py:N, in `.
 fn has_trigger(b: &[u8]) -> bool {
-    let ipython = memchr::memmem::find_iter(b, b".py").any(|i| {
+    // `.py` found from its `.` (a searcher for `.py` costs more to start than short text takes).
+    let ipython = memchr::memchr_iter(b'.', b).any(|i| {
+        if !b[i + 1..].starts_with(b"py") {
+            return false;
+        }
         let after = &b[i + 3..];
         after.starts_with(b" in ")
             || after.starts_with(b"](")
-            || (after.first() == Some(&b':') && memchr::memmem::find(after, b", in ").is_some())
+            || (after.first() == Some(&b':') && FIND_IN.find(after).is_some())
     });
     ipython
         || memchr3_iter(b'"', b'(', b'#', b).any(|i| match b[i] {
@@ -160,6 +168,11 @@ fn reads_like_exception(t: &str) -> bool {
 
 fn is_carets(t: &str) -> bool {
     !t.is_empty() && t.bytes().all(|c| matches!(c, b'^' | b'~' | b' '))
+}
+
+/// Whether `text` may hold traceback lines; `false` proves that [`strip`] changes nothing.
+pub(crate) fn may_hold(text: &str) -> bool {
+    has_trigger(text.as_bytes())
 }
 
 /// Removes traceback lines; each removed block becomes one `<traceback>` line.
