@@ -110,6 +110,7 @@ impl Rule {
 const LETTERS: ByteSet = ByteSet::of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
 const DIGITS: ByteSet = ByteSet::of(b"0123456789");
 const ALNUM: ByteSet = LETTERS.or(DIGITS);
+const HEX: ByteSet = ByteSet::class(chars::HEX);
 const QUOTES: ByteSet = ByteSet::of(b"'\"");
 const NON_ASCII: ByteSet = ByteSet::class(chars::PATH).not_ascii();
 
@@ -172,8 +173,11 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
     rule("email", Bytes(b"@"), true, email).before(ByteSet::class(chars::LOCAL)),
     rule("internal_host", Bytes(b"."), true, internal_host).after(ByteSet::of(b"ilschILSCH")),
     rule("ec2_host", Bytes(b"-"), true, ec2_host).before(ByteSet::of(b"pP")),
-    rule("ipv4", Bytes(b"."), true, ipv4).before(DIGITS),
-    rule("ipv6", Bytes(b":"), true, ipv6).before(ALNUM),
+    rule("ipv4", Bytes(b"."), true, ipv4).before(DIGITS).after(DIGITS),
+    // The group before the first `:` ends a ULA or link-local prefix; a hex digit or `:` follows.
+    rule("ipv6", Bytes(b":"), true, ipv6)
+        .before(HEX)
+        .after(HEX.or(ByteSet::of(b":"))),
     rule("hex_address", Bytes(b"xX"), true, hex_addr).before(ByteSet::of(b"0")),
     rule("decimal_address", Run(Number), true, decimal_addr).shortest(DECIMAL_ADDR_SHORTEST),
     rule("opaque_token", Run(Base64), true, opaque)
