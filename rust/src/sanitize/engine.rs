@@ -426,6 +426,15 @@ mod tests {
         }
     }
 
+    /// The prefilter's inner loop skips run bytes that trigger nothing, so no block byte may be one.
+    #[test]
+    fn block_bytes_are_never_skipped() {
+        for c in 0..=255u8 {
+            let kind = KIND[usize::from(c)];
+            assert!(kind & BLOCK_BYTE == 0 || kind & (TRIGGER | IN_RUN) != IN_RUN, "{c}");
+        }
+    }
+
     #[test]
     fn clean_text_may_not_change() {
         assert_eq!(prefilter("max_tokens must be <= 4096, got 10000 ok"), Seen::Nothing);

@@ -135,8 +135,6 @@ fn separator(b: &[u8], i: usize) -> usize {
     }
 }
 
-/// `password=x`, `"api_key": "x"`, `('token', 'x')`, `\"secret\": \"x\"`, `密码=x`, `Authorization: Bearer x`:
-/// a value whose key names a credential, found from its separator.
 /// Where the key before the separator at `i` ends (blanks and a quote skipped), if one may.
 fn key_end(b: &[u8], i: usize) -> Option<usize> {
     if separator(b, i) == 0 {
@@ -161,6 +159,8 @@ pub(crate) fn key_value_pre(b: &[u8], i: usize) -> bool {
     key_end(b, i).is_some_and(|k| may_end_with_secret_key(&b[..k]) || (k > 0 && (b[k - 1] >= 0x80 || b[k - 1] == b'e')))
 }
 
+/// `password=x`, `"api_key": "x"`, `('token', 'x')`, `\"secret\": \"x\"`, `密码=x`, `Authorization: Bearer x`:
+/// a value whose key names a credential, found from its separator.
 pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;
     if !key_value_pre(b, i) {
