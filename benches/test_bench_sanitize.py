@@ -1,17 +1,20 @@
 """Sanitizer benchmarks, side by side with vLLM's own `sanitize_message` (imported from vLLM).
 
 Run: pytest benches/test_bench_sanitize.py --benchmark-only
-Groups: one per payload, one per corpus category (the category's cases run back to back), and
-the first call in a fresh process. Correctness of each function on what it ran goes into
-`extra_info` (what it removed, what it kept).
+Groups: one per payload, the per-call table on real short messages (clean 40 characters, empty,
+short, median, long, and the whole set back to back), one per corpus category (the category's
+cases run back to back), and the first call in a fresh process. Correctness of each function on
+what it ran goes into `extra_info` (what it removed, what it kept).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import random
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,6 +78,49 @@ def test_bench_payload(benchmark: Any, payload: str, impl: str) -> None:
             "must_remove": len(remove),
             "kept": sum(k in out for k in keep),
             "must_keep": len(keep),
+        }
+    )
+
+
+# Real error messages as clients get them, mined from vLLM and vLLM-Omni issue threads (each line
+# names its thread; names, paths and ids changed). The per-call table: what one call costs on
+# the short text most errors are, side by side with vLLM's `sanitize_message`. The same file
+# runs case by case in `omni-errors bench --corpus benches/data/real_short_messages.jsonl`.
+REAL = [
+    json.loads(line)["input"]
+    for line in (Path(__file__).parent / "data" / "real_short_messages.jsonl").read_text().splitlines()
+    if line.strip()
+]
+_BY_LENGTH = sorted(REAL, key=len)
+PER_CALL: dict[str, str] = {
+    "clean_40": "max_tokens must be <= 4096, got 10000 ok",
+    "empty": "",
+    "short": _BY_LENGTH[len(_BY_LENGTH) // 10],
+    "median": _BY_LENGTH[len(_BY_LENGTH) // 2],
+    "long": _BY_LENGTH[-1],
+}
+
+
+@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+@pytest.mark.parametrize("case", list(PER_CALL))
+def test_bench_per_call(benchmark: Any, case: str, impl: str) -> None:
+    fn = _impl(impl)
+    text = PER_CALL[case]
+    benchmark.group = f"sanitize per call: {case} ({len(text)} chars)"
+    out = benchmark(fn, text)
+    benchmark.extra_info.update({"input_chars": len(text), "unchanged": out == text, "same_object": out is text})
+
+
+@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+def test_bench_real_short_messages(benchmark: Any, impl: str) -> None:
+    fn = _impl(impl)
+    benchmark.group = f"sanitize real short messages, back to back ({len(REAL)} messages)"
+    outs = benchmark(lambda: [fn(t) for t in REAL])
+    benchmark.extra_info.update(
+        {
+            "messages": len(REAL),
+            "median_chars": len(_BY_LENGTH[len(_BY_LENGTH) // 2]),
+            "unchanged": sum(o == t for o, t in zip(outs, REAL, strict=True)),
         }
     )
 

@@ -178,13 +178,20 @@ const POINTER_RANGES: [(u64, u64); 2] = [
 /// Words that say the number after them is an address.
 const POINTER_WORDS: [&str; 6] = ["ptr", "pointer", "address", "addr", "data_ptr", "handle"];
 
+/// The fewest digits of a decimal pointer.
+pub(crate) const DECIMAL_ADDR_SHORTEST: usize = 10;
+
 /// `data_ptr=140234567890123`, `at 94823749283840`: a pointer printed in decimal, by its range
 /// or by a pointer word just before it.
 pub(crate) fn decimal_addr(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;
     let digits = b[i..].iter().take(21).take_while(|c| c.is_ascii_digit()).count();
     let end = i + digits;
-    if !(10..=15).contains(&digits) || word_before(b, i) || word_at(b, end) || b.get(end) == Some(&b'.') {
+    if !(DECIMAL_ADDR_SHORTEST..=15).contains(&digits)
+        || word_before(b, i)
+        || word_at(b, end)
+        || b.get(end) == Some(&b'.')
+    {
         return Found::MissUntil(end.max(i + 1));
     }
     let Ok(value) = cx.text[i..end].parse::<u64>() else {

@@ -12,7 +12,8 @@ use super::chars::{class_in, B64, RUN, WORD};
 use super::out::Out;
 use super::rule::{Cx, Edit, Found, Hit};
 use super::table::{
-    Mask, Start, AFTER, ALL, AT, BEFORE, BYTE_MASKS, BY_BYTE, BY_START, IN_URL, MIN_RUN, RULES, RULE_COUNT,
+    Mask, Start, AFTER, ALL, AT, BEFORE, BYTE_MASKS, BY_BYTE, BY_START, FITS, FITS_LEN, IN_URL, MIN_RUN, RULES,
+    RULE_COUNT,
 };
 
 /// Where a pass runs: on public text, or on the parts of a URL.
@@ -31,8 +32,145 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
     let b = text.as_bytes();
     let mut out = Out::new(text);
     let mut not_before = [0usize; RULE_COUNT];
+    dispatch(b, rules, trigger, |i, mask, cursor| {
+        let cx = Cx {
+            text,
+            b,
+            lo: cursor,
+            inner: url_parts,
+        };
+        match best_hit(&cx, i, mask, &mut not_before) {
+            Some(hit) => {
+                match hit.edit {
+                    Edit::Keep => {}
+                    Edit::Mark { from, to, marker } => out.replace(from, to, marker),
+                    Edit::Text(s) => out.replace(hit.start, hit.end, &s),
+                }
+                Step::Jump(hit.end)
+            }
+            None => Step::On,
+        }
+    });
+    out.finish()
+}
+
+/// What the prefilter saw in a text.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// A rule may match.
+    Rule,
+    /// No rule can match; a traceback or PEM block may be there (a byte of their markers is).
+    NoRuleButBlockBytes,
+    /// Nothing any pass of the sanitizer would change.
+    Nothing,
+}
+
+/// Whether a rule may match anywhere in public `text` (`Seen::Rule`), and if not, whether a
+/// traceback or PEM block may: the prefilter that lets clean text leave at once. Anything but
+/// `Seen::Rule` proves that [`apply`] returns `text` unchanged.
+///
+/// `apply` without a match never jumps, so it visits exactly the bytes where the rules' masks
+/// hold, one byte at a time: the trigger bytes whose byte rules' conditions hold, and in each
+/// token run of `MIN_RUN` bytes or more the starts where a run rule fits. This visits the same
+/// bytes with the same masks in one tight pass (`dispatch_may_change` in the tests is the
+/// reference), calling no rule: a rule whose row names a cheap necessary condition
+/// ([`Rule::pre`](super::table::Rule)) is asked that, any other counts as a match.
+pub(crate) fn prefilter(text: &str) -> Seen {
+    let b = text.as_bytes();
+    // Every kind of byte seen outside plain run bytes, and where the token run at `i` started.
+    let (mut kinds, mut run_start) = (0, 0);
+    let mut i = 0;
+    loop {
+        // Token run bytes that trigger no rule (most bytes of most messages): no block byte
+        // among them, as `.` and `-` trigger rules.
+        while i < b.len() && KIND[usize::from(b[i])] & (TRIGGER | IN_RUN) == IN_RUN {
+            i += 1;
+        }
+        let Some(&c) = b.get(i) else { break };
+        let kind = KIND[usize::from(c)];
+        kinds |= kind;
+        if kind & TRIGGER != 0 && any_may_match(b, i, masked(b, i, BY_BYTE[usize::from(c)])) {
+            return Seen::Rule;
+        }
+        if kind & IN_RUN == 0 {
+            if i - run_start >= MIN_RUN && run_rules_may_match(b, run_start, i) {
+                return Seen::Rule;
+            }
+            run_start = i + 1;
+        }
+        i += 1;
+    }
+    if b.len() - run_start >= MIN_RUN && run_rules_may_match(b, run_start, b.len()) {
+        Seen::Rule
+    } else if kinds & BLOCK_BYTE != 0 {
+        Seen::NoRuleButBlockBytes
+    } else {
+        Seen::Nothing
+    }
+}
+
+/// Whether a run rule may start in the token run `b[start..end]` (at least `MIN_RUN` long).
+#[inline(never)]
+fn run_rules_may_match(b: &[u8], start: usize, end: usize) -> bool {
+    (start..=end - MIN_RUN).any(|i| {
+        let rules = starts_at(b, i, 0) & FITS[(end - i).min(FITS_LEN - 1)];
+        any_may_match(b, i, masked(b, i, rules))
+    })
+}
+
+/// The rules of `rules` whose conditions on the bytes around `i` hold.
+#[inline]
+fn masked(b: &[u8], i: usize, rules: Mask) -> Mask {
+    let (before, after) = (
+        if i == 0 { b' ' } else { b[i - 1] },
+        b.get(i + 1).copied().unwrap_or(b' '),
+    );
+    rules & AT[usize::from(b[i])] & BEFORE[usize::from(before)] & AFTER[usize::from(after)]
+}
+
+/// Whether a rule of `mask` (rules whose byte conditions hold at `i`) may match at `i`: its cheap
+/// necessary condition holds, where it has one.
+#[inline]
+fn any_may_match(b: &[u8], i: usize, mask: Mask) -> bool {
+    if mask == 0 {
+        return false;
+    }
+    rules_may_match(b, i, mask)
+}
+
+/// [`any_may_match`] on a mask that is not empty (not inlined: the prefilter's loop keeps its
+/// registers).
+#[inline(never)]
+fn rules_may_match(b: &[u8], i: usize, mut mask: Mask) -> bool {
+    while mask != 0 {
+        let r = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
+        if RULES[r].pre.map_or(true, |pre| pre(b, i)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// What the dispatch does after a visit.
+enum Step {
+    /// Go on with the next byte.
+    On,
+    /// A match ended here: the next may start at this byte, not before.
+    Jump(usize),
+    /// Stop the pass (the tests' reference prefilter).
+    #[cfg(test)]
+    Stop,
+}
+
+/// The one left-to-right dispatch: calls `visit(i, mask, cursor)` at every byte `i` where the
+/// rules of `mask` (some of `rules`) may match by their conditions on the bytes around it;
+/// `cursor` is where the last match ended.
+#[inline]
+fn dispatch(b: &[u8], rules: Mask, trigger: u8, mut visit: impl FnMut(usize, Mask, usize) -> Step) {
     let mut cursor = 0;
-    // The token run `i` is in ends at `run_end`; the run rules apply up to `long_end`.
+    // The token run `i` is in ends at `run_end`; run rules may start before `long_end`, where at
+    // least `MIN_RUN` of its bytes are left (every run rule needs as many).
     let (mut run_end, mut long_end) = (0, 0);
     let mut i = 0;
     while i < b.len() {
@@ -40,7 +178,7 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
         if kind & IN_RUN != 0 && i >= run_end {
             let (end, any_trigger) = measure_run(b, i, trigger);
             run_end = end;
-            long_end = if end - i >= MIN_RUN { end } else { i };
+            long_end = if end - i >= MIN_RUN { end + 1 - MIN_RUN } else { i };
             // A short word without a trigger byte (most words of prose) is skipped whole.
             if long_end == i && !any_trigger {
                 i = end;
@@ -48,12 +186,16 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
             }
         }
         let run_rules = if i < long_end {
-            starts_at(b, i, cursor) & rules
+            starts_at(b, i, cursor) & rules & FITS[(run_end - i).min(FITS_LEN - 1)]
         } else {
             0
         };
         if kind & trigger == 0 && run_rules == 0 {
             i += 1;
+            // Inside a run, past the bytes where run rules may start, only trigger bytes count.
+            while i < run_end && i >= long_end && KIND[usize::from(b[i])] & trigger == 0 {
+                i += 1;
+            }
             continue;
         }
         let (before, after) = (
@@ -69,26 +211,16 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
             i += 1;
             continue;
         }
-        let cx = Cx {
-            text,
-            b,
-            lo: cursor,
-            inner: url_parts,
-        };
-        match best_hit(&cx, i, mask, &mut not_before) {
-            Some(hit) => {
-                match hit.edit {
-                    Edit::Keep => {}
-                    Edit::Mark { from, to, marker } => out.replace(from, to, marker),
-                    Edit::Text(s) => out.replace(hit.start, hit.end, &s),
-                }
-                cursor = hit.end;
-                i = hit.end;
+        match visit(i, mask, cursor) {
+            Step::On => i += 1,
+            Step::Jump(end) => {
+                cursor = end;
+                i = end;
             }
-            None => i += 1,
+            #[cfg(test)]
+            Step::Stop => return,
         }
     }
-    out.finish()
 }
 
 /// End of the token run at `i`, and whether a byte in it triggers a rule.
@@ -115,6 +247,9 @@ const IS_B64: u8 = 1 << 3;
 const IS_BLANK: u8 = 1 << 4;
 const TRIGGER: u8 = 1 << 5;
 const TRIGGER_IN_URL: u8 = 1 << 6;
+/// A byte without which no traceback marker (`File "`, `Traceback (`, `frame #`, `.py`) and no
+/// PEM header (`-----BEGIN`) can occur.
+const BLOCK_BYTE: u8 = 1 << 7;
 
 static KIND: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -129,6 +264,7 @@ static KIND: [u8; 256] = {
             (byte == b' ' || byte == b'\t', IS_BLANK),
             (BYTE_MASKS[c] & ALL != 0, TRIGGER),
             (BYTE_MASKS[c] & IN_URL != 0, TRIGGER_IN_URL),
+            (matches!(byte, b'"' | b'(' | b'#' | b'.' | b'-'), BLOCK_BYTE),
         ];
         let mut k = 0;
         while k < flags.len() {
@@ -209,6 +345,109 @@ mod tests {
             apply("max_tokens must be <= 4096, got 10000", Scope::Text),
             Cow::Borrowed(_)
         ));
+    }
+
+    /// Whether [`prefilter`] sees a rule, on `apply`'s own dispatch: visiting what `apply` visits.
+    fn dispatch_may_change(text: &str) -> bool {
+        let b = text.as_bytes();
+        let mut found = false;
+        dispatch(b, ALL, TRIGGER, |i, mask, _| {
+            if any_may_match(b, i, mask) {
+                found = true;
+                return Step::Stop;
+            }
+            Step::On
+        });
+        found
+    }
+
+    #[test]
+    fn prefilter_visits_what_the_dispatch_visits() {
+        const BYTES: &[u8] = b" _-./:=@'\"\\,;()[]{}<>~%$#!?*+&|`aZ09";
+        let pieces = [
+            "password",
+            "token",
+            "api_key",
+            "Bearer ",
+            "sk-",
+            "hf_",
+            "eyJ",
+            "0x7f",
+            "10.1.2.3",
+            "/home/",
+            "~/",
+            "C:\\",
+            "http://",
+            "https://u:p@",
+            "File \"",
+            "--api-key",
+            "ip-10-0-0-1",
+            ".internal",
+            "@x.com",
+            "::1",
+            " ",
+            ". ",
+            ", ",
+            "=",
+            ": ",
+            "'",
+            "\"",
+            "(",
+            "é",
+            "\u{3000}",
+            "1234567890123",
+            "max_tokens",
+            "abcdefghijklmnopqrstuvwxyz0123",
+            "a-b_c.d",
+            "\n",
+            "\t",
+        ];
+        let mut x: u64 = 28;
+        let mut next = |n: usize| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) as usize % n
+        };
+        for _ in 0..100_000 {
+            let mut s = String::new();
+            for _ in 0..=next(8) {
+                if next(3) == 0 {
+                    s.push(char::from(BYTES[next(BYTES.len())]));
+                } else {
+                    s.push_str(pieces[next(pieces.len())]);
+                }
+            }
+            let may_change = prefilter(&s) == Seen::Rule;
+            assert_eq!(may_change, dispatch_may_change(&s), "{s:?}");
+            if !may_change {
+                assert!(matches!(apply(&s, Scope::Text), Cow::Borrowed(_)), "{s:?}");
+            }
+        }
+    }
+
+    /// The prefilter's inner loop skips run bytes that trigger nothing, so no block byte may be one.
+    #[test]
+    fn block_bytes_are_never_skipped() {
+        for c in 0..=255u8 {
+            let kind = KIND[usize::from(c)];
+            assert!(kind & BLOCK_BYTE == 0 || kind & (TRIGGER | IN_RUN) != IN_RUN, "{c}");
+        }
+    }
+
+    #[test]
+    fn clean_text_may_not_change() {
+        assert_eq!(prefilter("max_tokens must be <= 4096, got 10000 ok"), Seen::Nothing);
+        assert_eq!(prefilter(""), Seen::Nothing);
+        assert_eq!(prefilter("The model does not exist."), Seen::NoRuleButBlockBytes);
+        for s in [
+            "password hunter2x",
+            "api_key=abc123",
+            "connect 10.1.2.3:80",
+            "see /home/alice/x.py",
+        ] {
+            assert_eq!(prefilter(s), Seen::Rule, "{s}");
+        }
     }
 
     #[test]

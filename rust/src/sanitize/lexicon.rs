@@ -88,6 +88,56 @@ pub(crate) const KEY_LAST_LETTERS: super::rule::ByteSet = {
     set
 };
 
+/// For each lowercase letter, the letters that precede it as the last two letters of a key of
+/// [`SECRET_KEYS`] (`_` left out, as [`is_secret_key`] leaves it out), one bit each.
+static BEFORE_LAST: [u32; 26] = {
+    let mut t = [0u32; 26];
+    let mut k = 0;
+    while k < SECRET_KEYS.len() {
+        let w = SECRET_KEYS[k].as_bytes();
+        let last = w[w.len() - 1];
+        let mut p = w.len() - 2;
+        while w[p] == b'_' {
+            p -= 1;
+        }
+        t[(last - b'a') as usize] |= 1 << (w[p] - b'a');
+        k += 1;
+    }
+    t
+};
+
+/// A cheap necessary condition for [`is_secret_key`] on any key that ends where `head` ends:
+/// its last two bytes can end a credential key name (a separator before the last letter, which
+/// [`is_secret_key`] would skip, passes).
+pub(crate) fn may_end_with_secret_key(head: &[u8]) -> bool {
+    let [.., prev, last] = head else {
+        return false;
+    };
+    let (p, l) = (LETTER[usize::from(*prev)], LETTER[usize::from(*last)]);
+    if (p | l) & SEPARATOR != 0 {
+        return true;
+    }
+    p != 0 && l != 0 && BEFORE_LAST[usize::from(l - 1)] >> (p - 1) & 1 == 1
+}
+
+/// What [`is_secret_key`] skips between letters.
+const SEPARATOR: u8 = 0x80;
+
+/// Per byte: 1 to 26 for a letter of either case, [`SEPARATOR`] for what `is_secret_key` skips.
+static LETTER: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 26 {
+        t[b'a' as usize + c] = c as u8 + 1;
+        t[b'A' as usize + c] = c as u8 + 1;
+        c += 1;
+    }
+    t[b'_' as usize] = SEPARATOR;
+    t[b'-' as usize] = SEPARATOR;
+    t[b' ' as usize] = SEPARATOR;
+    t
+};
+
 /// Whether the key name `key` ends with a credential key name.
 pub(crate) fn is_secret_key(key: &[u8]) -> bool {
     let mut letters = key
@@ -443,6 +493,61 @@ pub(crate) fn is_placeholder(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `may_end_with_secret_key` never refuses a key `is_secret_key` accepts, whatever precedes it.
+    #[test]
+    fn last_two_letters_are_a_necessary_condition() {
+        let mut keys: Vec<String> = SECRET_KEYS.iter().map(|k| (*k).to_owned()).collect();
+        keys.extend(
+            [
+                "API key",
+                "x-api-key",
+                "Api-Key",
+                "PASS_WORD",
+                "auth_",
+                "api_key-",
+                "TOKEN",
+            ]
+            .map(String::from),
+        );
+        let alphabet = b"ab_- .1Zy\xc3";
+        let mut x: u32 = 1;
+        for k in &keys {
+            for _ in 0..200 {
+                let mut s = Vec::new();
+                for _ in 0..(x % 4) {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    s.push(alphabet[(x >> 16) as usize % alphabet.len()]);
+                }
+                s.extend_from_slice(k.as_bytes());
+                for _ in 0..(x % 3) {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    s.push(b"_- "[(x >> 16) as usize % 3]);
+                }
+                for start in 0..s.len() {
+                    if is_secret_key(&s[start..]) {
+                        assert!(may_end_with_secret_key(&s), "{:?}", String::from_utf8_lossy(&s));
+                    }
+                }
+            }
+        }
+        // Any two bytes: where `is_secret_key` holds on a key ending in them, so does the check.
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for k in SECRET_KEYS {
+                    let w = k.replace('_', "");
+                    let head = &w.as_bytes()[..w.len() - 2];
+                    let s = [head, &[a, b]].concat();
+                    if is_secret_key(&s) {
+                        assert!(may_end_with_secret_key(&s), "{a} {b} {k}");
+                    }
+                }
+            }
+        }
+        assert!(!may_end_with_secret_key(b"must"));
+        assert!(!may_end_with_secret_key(b"the"));
+        assert!(may_end_with_secret_key(b"token"));
+    }
 
     #[test]
     fn secret_keys() {

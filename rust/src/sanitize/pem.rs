@@ -44,6 +44,13 @@ fn body_len(b: &[u8], from: usize) -> usize {
     i - from
 }
 
+/// Whether `text` may hold a private key; `false` proves that [`strip`] changes nothing.
+pub(crate) fn may_hold(text: &str) -> bool {
+    // From the first `-`: most messages have none, and memchr starts faster than the searcher.
+    let b = text.as_bytes();
+    memchr::memchr(b'-', b).is_some_and(|p| FIND_BEGIN.find(&b[p..]).is_some())
+}
+
 /// Replaces every PEM private-key block with `<private-key>`.
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();

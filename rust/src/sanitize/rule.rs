@@ -91,6 +91,9 @@ pub(crate) enum Found {
 /// A rule's matcher: the context and the trigger position.
 pub(crate) type Matcher = fn(&Cx<'_>, usize) -> Found;
 
+/// A cheap necessary condition for a rule's match at a trigger position, on the bytes alone.
+pub(crate) type Pre = fn(&[u8], usize) -> bool;
+
 /// A set of bytes: the cheap necessary conditions a rule states in the table (the byte before
 /// its trigger, at it, after it), which the engine checks before calling the rule's matcher.
 #[derive(Clone, Copy)]

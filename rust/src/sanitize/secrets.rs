@@ -2,7 +2,9 @@
 //! pydantic errors that echo a secret field, `Bearer <token>`, and webhook URLs.
 
 use super::chars::{blanks_after, blanks_before, ends_ci, is, run_end, starts_ci, word_before, KEY};
-use super::lexicon::{intl_key_before, is_placeholder, is_scheme, is_secret_key, BARE_SCHEMES};
+use super::lexicon::{
+    intl_key_before, is_placeholder, is_scheme, is_secret_key, may_end_with_secret_key, BARE_SCHEMES,
+};
 use super::markers::SECRET;
 use super::rule::{Cx, Found, Hit};
 use super::tokens::opaque_marker;
@@ -133,13 +135,10 @@ fn separator(b: &[u8], i: usize) -> usize {
     }
 }
 
-/// `password=x`, `"api_key": "x"`, `('token', 'x')`, `\"secret\": \"x\"`, `密码=x`, `Authorization: Bearer x`:
-/// a value whose key names a credential, found from its separator.
-pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
-    let b = cx.b;
-    let sep = separator(b, i);
-    if sep == 0 {
-        return Found::Miss;
+/// Where the key before the separator at `i` ends (blanks and a quote skipped), if one may.
+fn key_end(b: &[u8], i: usize) -> Option<usize> {
+    if separator(b, i) == 0 {
+        return None;
     }
     let mut k = i - blanks_before(b, i, 8);
     let quoted = k > 0 && matches!(b[k - 1], b'"' | b'\'');
@@ -149,8 +148,27 @@ pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
             k -= 1;
         }
     } else if b[i] == b',' {
+        return None;
+    }
+    Some(k)
+}
+
+/// [`key_value`]'s cheap necessary condition: a key that may end with a credential key name,
+/// or one in another language (non-ASCII, or the `e` of `mot de passe`).
+pub(crate) fn key_value_pre(b: &[u8], i: usize) -> bool {
+    key_end(b, i).is_some_and(|k| may_end_with_secret_key(&b[..k]) || (k > 0 && (b[k - 1] >= 0x80 || b[k - 1] == b'e')))
+}
+
+/// `password=x`, `"api_key": "x"`, `('token', 'x')`, `\"secret\": \"x\"`, `密码=x`, `Authorization: Bearer x`:
+/// a value whose key names a credential, found from its separator.
+pub(crate) fn key_value(cx: &Cx<'_>, i: usize) -> Found {
+    let b = cx.b;
+    if !key_value_pre(b, i) {
         return Found::Miss;
     }
+    let (Some(k), sep) = (key_end(b, i), separator(b, i)) else {
+        return Found::Miss;
+    };
     let ascii = super::lexicon::key_start(b, k, cx.lo);
     let start = if ascii < k && is_secret_key(&b[ascii..k]) {
         ascii
@@ -201,11 +219,47 @@ fn reads_like_credential(v: &str) -> bool {
     hex || letters_and_digits
 }
 
+/// [`spaced_key_value`]'s cheap necessary condition (it runs at most spaces of prose): the key
+/// may end with a credential key name, and the value may read like a credential.
+pub(crate) fn spaced_key_value_pre(b: &[u8], i: usize) -> bool {
+    may_end_with_secret_key(&b[..i]) && value_may_read_like_credential(b, i + 1)
+}
+
+/// A necessary condition for `reads_like_credential` on the value at `v`: six bytes that can
+/// start it, and a digit or one of `!@#$%^&*+~` in it, unless it is 16 bytes long or more.
+fn value_may_read_like_credential(b: &[u8], v: usize) -> bool {
+    if !six_value_bytes(b, v) {
+        return false;
+    }
+    for &c in b[v..].iter().take(16) {
+        if c >= 0x80 || c.is_ascii_digit() || b"!@#$%^&*+~".contains(&c) {
+            return true;
+        }
+        if c.is_ascii_whitespace() || c == 0x0b || !bare(c) {
+            return false;
+        }
+    }
+    b.len() - v >= 16
+}
+
+/// Whether the six bytes at `v` can start a value `reads_like_credential` accepts: none of them
+/// ends the value run or is a `/`, and the first opens no bracket.
+fn six_value_bytes(b: &[u8], v: usize) -> bool {
+    b.get(v..v.saturating_add(6)).is_some_and(|w| {
+        !matches!(w[0], b'(' | b'[' | b'{')
+            && w.iter()
+                .all(|&c| c >= 0x80 || !(c.is_ascii_whitespace() || c == 0x0b || c == b'/' || !bare(c)))
+    })
+}
+
 /// `password hunter2`, `API key 9f86d081...`, `session 3f2a9c1e7b4d`, `credentials alice:pw`:
 /// a credential key of one to three words, a space, and a value that reads as a credential
 /// (found from the space).
 pub(crate) fn spaced_key_value(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;
+    if !spaced_key_value_pre(b, i) {
+        return Found::Miss;
+    }
     // The value first: after most spaces of prose it is a short word, which ends the look
     // before the key names are searched.
     let v = i + 1;
@@ -304,6 +358,9 @@ pub(crate) fn pydantic(cx: &Cx<'_>, i: usize) -> Found {
     value_hit(cx, i - KEY_WORD.len(), end, v, end)
 }
 
+/// The shortest value after a bare scheme that counts as a credential.
+pub(crate) const BEARER_SHORTEST: usize = 15;
+
 /// `Bearer <token>`, `token <token>` in running text: the token, when it looks random, found
 /// from the start of its run (a bare scheme word is too common to start from).
 pub(crate) fn bare_scheme(cx: &Cx<'_>, i: usize) -> Found {
@@ -326,7 +383,7 @@ pub(crate) fn bare_scheme(cx: &Cx<'_>, i: usize) -> Found {
         .count();
     let value = &cx.text[i..end];
     let marked = value.bytes().any(|c| !c.is_ascii_alphabetic() && c != b'.');
-    if end - i >= 15 && marked && opaque_marker(value).is_some() {
+    if end - i >= BEARER_SHORTEST && marked && opaque_marker(value).is_some() {
         Hit::mark_part(start, end, i, end, SECRET)
     } else {
         Found::MissUntil(end)

@@ -3,15 +3,18 @@
 //! time, so a rule and its trigger cannot disagree.
 
 use super::chars;
-use super::dumps::{bytes_repr, data_uri, decimal_addr, escaped_frame, hex_addr, tensor};
+use super::dumps::{bytes_repr, data_uri, decimal_addr, escaped_frame, hex_addr, tensor, DECIMAL_ADDR_SHORTEST};
 use super::lexicon::KEY_LAST_LETTERS;
 use super::net::{ec2_host, email, internal_host, ipv4, ipv6, url};
 use super::paths::{
     dot, env, hf_cache, hidden, home, packages, posix_file, posix_root, quoted, relative_file, unc, windows,
 };
-use super::rule::{ByteSet, Matcher};
-use super::secrets::{bare_scheme, flag, hook, key_value, pydantic, spaced_key_value};
-use super::tokens::{glued, jwt, known, opaque};
+use super::rule::{ByteSet, Matcher, Pre};
+use super::secrets::{
+    bare_scheme, flag, hook, key_value, key_value_pre, pydantic, spaced_key_value, spaced_key_value_pre,
+    BEARER_SHORTEST,
+};
+use super::tokens::{glued, jwt, known, opaque, GLUED_SHORTEST, JWT_SHORTEST, KNOWN_SHORTEST, OPAQUE_MIN};
 use super::tokens::{FIRST_BYTES, SECOND_BYTES};
 
 /// What makes the engine try a rule at a byte.
@@ -54,6 +57,12 @@ pub(crate) struct Rule {
     pub at: ByteSet,
     pub before: ByteSet,
     pub after: ByteSet,
+    /// For a run rule: the shortest token run, from its start, that a match needs (every match
+    /// is made of token run characters). The engine skips the rule where the run left is shorter.
+    pub shortest: usize,
+    /// A cheap necessary condition on the bytes, which the matcher checks first: where it fails
+    /// the rule cannot match, so [`may_change`](super::engine::may_change) need not call it.
+    pub pre: Option<Pre>,
     pub find: Matcher,
 }
 
@@ -65,6 +74,8 @@ const fn rule(name: &'static str, trigger: Trigger, in_url: bool, find: Matcher)
         at: ByteSet::ANY,
         before: ByteSet::ANY,
         after: ByteSet::ANY,
+        shortest: 0,
+        pre: None,
         find,
     }
 }
@@ -84,11 +95,22 @@ impl Rule {
         self.after = set;
         self
     }
+
+    const fn shortest(mut self, len: usize) -> Rule {
+        self.shortest = len;
+        self
+    }
+
+    const fn pre(mut self, pre: Pre) -> Rule {
+        self.pre = Some(pre);
+        self
+    }
 }
 
 const LETTERS: ByteSet = ByteSet::of(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
 const DIGITS: ByteSet = ByteSet::of(b"0123456789");
 const ALNUM: ByteSet = LETTERS.or(DIGITS);
+const HEX: ByteSet = ByteSet::class(chars::HEX);
 const QUOTES: ByteSet = ByteSet::of(b"'\"");
 const NON_ASCII: ByteSet = ByteSet::class(chars::PATH).not_ascii();
 
@@ -123,30 +145,44 @@ const RULES_CONST: [Rule; RULE_COUNT] = [
         .before(ByteSet::of(b"s"))
         .after(ByteSet::of(b"-")),
     rule("relative_file", Bytes(b"/"), false, relative_file).before(ByteSet::class(chars::FILE)),
-    rule("jwt", Run(Word), true, jwt).at(ByteSet::of(b"e")),
+    rule("jwt", Run(Word), true, jwt)
+        .at(ByteSet::of(b"e"))
+        .shortest(JWT_SHORTEST),
     rule("known_token", Run(Word), true, known)
         .at(FIRST_BYTES)
-        .after(SECOND_BYTES),
+        .after(SECOND_BYTES)
+        .shortest(KNOWN_SHORTEST),
     // Key names are 2+ letters long: a one-letter word (`a.b.c`) starts no glued credential.
-    rule("glued_secret", Run(Word), true, glued).after(ALNUM.or(ByteSet::of(b"_-"))),
+    rule("glued_secret", Run(Word), true, glued)
+        .after(ALNUM.or(ByteSet::of(b"_-")))
+        .shortest(GLUED_SHORTEST),
     rule("webhook", Bytes(b"/"), true, hook).before(ByteSet::of(b"mgMG")),
     rule("cli_flag", Bytes(b"-"), true, flag).after(ByteSet::of(b"-")),
-    rule("key_value", Bytes(b":=,\xEF"), true, key_value).before(
-        ByteSet::class(chars::KEY)
-            .or(QUOTES)
-            .or(ByteSet::of(b" \t"))
-            .or(NON_ASCII),
-    ),
-    rule("bearer_token", Run(AfterBlank), true, bare_scheme),
-    rule("spaced_key_value", Bytes(b" "), true, spaced_key_value).before(KEY_LAST_LETTERS),
+    rule("key_value", Bytes(b":=,\xEF"), true, key_value)
+        .before(
+            ByteSet::class(chars::KEY)
+                .or(QUOTES)
+                .or(ByteSet::of(b" \t"))
+                .or(NON_ASCII),
+        )
+        .pre(key_value_pre),
+    rule("bearer_token", Run(AfterBlank), true, bare_scheme).shortest(BEARER_SHORTEST),
+    rule("spaced_key_value", Bytes(b" "), true, spaced_key_value)
+        .before(KEY_LAST_LETTERS)
+        .pre(spaced_key_value_pre),
     rule("email", Bytes(b"@"), true, email).before(ByteSet::class(chars::LOCAL)),
     rule("internal_host", Bytes(b"."), true, internal_host).after(ByteSet::of(b"ilschILSCH")),
     rule("ec2_host", Bytes(b"-"), true, ec2_host).before(ByteSet::of(b"pP")),
-    rule("ipv4", Bytes(b"."), true, ipv4).before(DIGITS),
-    rule("ipv6", Bytes(b":"), true, ipv6).before(ALNUM),
+    rule("ipv4", Bytes(b"."), true, ipv4).before(DIGITS).after(DIGITS),
+    // The group before the first `:` ends a ULA or link-local prefix; a hex digit or `:` follows.
+    rule("ipv6", Bytes(b":"), true, ipv6)
+        .before(HEX)
+        .after(HEX.or(ByteSet::of(b":"))),
     rule("hex_address", Bytes(b"xX"), true, hex_addr).before(ByteSet::of(b"0")),
-    rule("decimal_address", Run(Number), true, decimal_addr),
-    rule("opaque_token", Run(Base64), true, opaque).after(ByteSet::class(chars::B64)),
+    rule("decimal_address", Run(Number), true, decimal_addr).shortest(DECIMAL_ADDR_SHORTEST),
+    rule("opaque_token", Run(Base64), true, opaque)
+        .after(ByteSet::class(chars::B64))
+        .shortest(OPAQUE_MIN),
 ];
 
 pub(crate) const RULE_COUNT: usize = 34;
@@ -167,7 +203,11 @@ struct Masks {
     at: [Mask; 256],
     before: [Mask; 256],
     after: [Mask; 256],
+    fits: [Mask; FITS_LEN],
 }
+
+/// Run lengths the shortest-run masks tell apart; a longer run counts as this long less one.
+pub(crate) const FITS_LEN: usize = 64;
 
 const fn masks() -> Masks {
     let mut m = Masks {
@@ -177,6 +217,7 @@ const fn masks() -> Masks {
         at: [0; 256],
         before: [0; 256],
         after: [0; 256],
+        fits: [0; FITS_LEN],
     };
     let mut r = 0;
     while r < RULE_COUNT {
@@ -208,6 +249,15 @@ const fn masks() -> Masks {
         if RULES_CONST[r].in_url {
             m.in_url |= bit;
         }
+        assert!(
+            RULES_CONST[r].shortest < FITS_LEN,
+            "a rule's shortest run fits the mask table"
+        );
+        let mut n = RULES_CONST[r].shortest;
+        while n < FITS_LEN {
+            m.fits[n] |= bit;
+            n += 1;
+        }
         r += 1;
     }
     m
@@ -227,6 +277,8 @@ pub(crate) const IN_URL: Mask = MASKS.in_url;
 pub(crate) static AT: [Mask; 256] = MASKS.at;
 pub(crate) static BEFORE: [Mask; 256] = MASKS.before;
 pub(crate) static AFTER: [Mask; 256] = MASKS.after;
+/// Per length of the token run left (capped at `FITS_LEN - 1`), the rules whose shortest run fits.
+pub(crate) static FITS: [Mask; FITS_LEN] = MASKS.fits;
 /// Every rule.
 pub(crate) const ALL: Mask = if RULE_COUNT == 64 {
     Mask::MAX
@@ -237,6 +289,16 @@ pub(crate) const ALL: Mask = if RULE_COUNT == 64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The engine tries run rules only where at least `MIN_RUN` token characters are left.
+    #[test]
+    fn run_rules_need_min_run() {
+        for rule in &RULES {
+            if matches!(rule.trigger, Run(_)) {
+                assert!(rule.shortest >= MIN_RUN, "{}", rule.name);
+            }
+        }
+    }
 
     #[test]
     fn names_are_unique_and_every_rule_is_triggered() {

@@ -168,6 +168,26 @@ static BY_FIRST: [u64; 256] = {
     t
 };
 
+/// The shortest well-known token: the shortest prefix with the shortest body of its format.
+pub(crate) const KNOWN_SHORTEST: usize = {
+    let mut min = usize::MAX;
+    let mut k = 0;
+    while k < FORMAT_COUNT {
+        let body = match FORMATS[k].len {
+            Len::AtLeast(n) | Len::Exactly(n) => n,
+        };
+        let mut p = 0;
+        while p < FORMATS[k].prefixes.len() {
+            if FORMATS[k].prefixes[p].len() + body < min {
+                min = FORMATS[k].prefixes[p].len() + body;
+            }
+            p += 1;
+        }
+        k += 1;
+    }
+    min
+};
+
 /// The bytes that follow the first byte of a well-known format (every prefix is 2+ bytes long):
 /// the engine does not try the formats at a word start followed by anything else.
 pub(crate) const SECOND_BYTES: ByteSet = {
@@ -250,6 +270,10 @@ pub(crate) fn known(cx: &Cx<'_>, i: usize) -> Found {
     }
 }
 
+const JWT_SEGMENT_MIN: usize = 10;
+/// The shortest JWT: `eyJ`, a header and a payload segment, each followed by a `.`.
+pub(crate) const JWT_SHORTEST: usize = 3 + JWT_SEGMENT_MIN + 1 + JWT_SEGMENT_MIN + 1;
+
 /// `eyJ<header>.<payload>.<signature>`: a JSON Web Token.
 pub(crate) fn jwt(cx: &Cx<'_>, i: usize) -> Found {
     let b = cx.b;
@@ -258,15 +282,19 @@ pub(crate) fn jwt(cx: &Cx<'_>, i: usize) -> Found {
     }
     let seg = |from: usize| from + b[from.min(b.len())..].iter().take_while(|&&c| alnum_us_dash(c)).count();
     let head = seg(i + 3);
-    if head - (i + 3) < 10 || b.get(head) != Some(&b'.') {
+    if head - (i + 3) < JWT_SEGMENT_MIN || b.get(head) != Some(&b'.') {
         return Found::MissUntil(head);
     }
     let payload = seg(head + 1);
-    if payload - (head + 1) < 10 || b.get(payload) != Some(&b'.') {
+    if payload - (head + 1) < JWT_SEGMENT_MIN || b.get(payload) != Some(&b'.') {
         return Found::MissUntil(payload);
     }
     Hit::mark(i, seg(payload + 1), SECRET)
 }
+
+const GLUED_TAIL_MIN: usize = 16;
+/// The shortest glued credential: a key byte, its `_`/`-`, and the shortest tail.
+pub(crate) const GLUED_SHORTEST: usize = 2 + GLUED_TAIL_MIN;
 
 /// `access_token_9b2f1c7d...`, `session-7f3a9c2b...`: a credential glued to the identifier that
 /// names it: a word ending in a credential key, `_` or `-`, then 20+ hex digits or a random run.
@@ -281,7 +309,7 @@ pub(crate) fn glued(cx: &Cx<'_>, i: usize) -> Found {
     };
     let tail = &b[sep + 1..end];
     let hex_tail = tail.len() >= 20 && tail.iter().all(|&c| hex(c));
-    let random_tail = tail.len() >= 16 && opaque_marker(&cx.text[sep + 1..end]).is_some();
+    let random_tail = tail.len() >= GLUED_TAIL_MIN && opaque_marker(&cx.text[sep + 1..end]).is_some();
     if sep > i && (hex_tail || random_tail) && super::lexicon::is_secret_key(&b[i..sep]) {
         Hit::mark_part(i, end, sep + 1, end, SECRET)
     } else {
@@ -290,7 +318,8 @@ pub(crate) fn glued(cx: &Cx<'_>, i: usize) -> Found {
 }
 
 /// Runs shorter than this are not opaque (identifiers and ids are shorter or look otherwise).
-const OPAQUE_MIN: usize = 24;
+/// The shortest opaque run (also the shortest match of the rule).
+pub(crate) const OPAQUE_MIN: usize = 24;
 
 /// Any other random-looking run of 24+ base64 characters: an unknown key format, a signature,
 /// a media payload (`<base64>` from 100 characters).
@@ -433,6 +462,33 @@ pub(crate) fn opaque_marker(run: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sanitize::chars::RUN;
+
+    /// What the engine's shortest-run check relies on: a token of any format is made of token
+    /// run characters, so it lies inside the run the engine measured.
+    #[test]
+    fn formats_are_token_runs() {
+        for fmt in &FORMATS {
+            for p in fmt.prefixes {
+                assert!(p.bytes().all(|c| is(c, RUN)), "{p}");
+            }
+            let bodies = [Some(fmt.body), fmt.then.as_ref().map(|t| t.body)];
+            for body in bodies.into_iter().flatten() {
+                assert!(
+                    (0..=255u8).filter(|&c| body(c)).all(|c| is(c, RUN)),
+                    "{:?}",
+                    fmt.prefixes
+                );
+            }
+            if let Some(then) = &fmt.then {
+                assert!(is(then.sep, RUN));
+            }
+        }
+        for c in 0..=255u8 {
+            assert!(!(alnum_us_dash(c) || is(c, B64)) || is(c, RUN), "{c}");
+        }
+        assert_eq!(KNOWN_SHORTEST, "FwoGZXIvYXdz".len());
+    }
 
     #[test]
     fn formats() {

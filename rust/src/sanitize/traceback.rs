@@ -12,21 +12,29 @@
 //! frame and do not read like the exception line.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
-use memchr::memchr3_iter;
+use memchr::{memchr3_iter, memmem};
 
 use super::markers::TRACEBACK;
 
 const HEADER: &str = "Traceback (most recent call last):";
 
+/// Built once per process: building a searcher costs more than scanning a short message.
+static FIND_IN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b", in "));
+
 /// Whether `text` may hold a traceback: a `File "`, `Traceback (`, `frame #` (found from the
 /// rarer byte in each: `"`, `(`, `#`), or an `IPython` frame's `.py in `, `.py](`, `.py:N, in `.
 fn has_trigger(b: &[u8]) -> bool {
-    let ipython = memchr::memmem::find_iter(b, b".py").any(|i| {
+    // `.py` found from its `.` (a searcher for `.py` costs more to start than short text takes).
+    let ipython = memchr::memchr_iter(b'.', b).any(|i| {
+        if !b[i + 1..].starts_with(b"py") {
+            return false;
+        }
         let after = &b[i + 3..];
         after.starts_with(b" in ")
             || after.starts_with(b"](")
-            || (after.first() == Some(&b':') && memchr::memmem::find(after, b", in ").is_some())
+            || (after.first() == Some(&b':') && FIND_IN.find(after).is_some())
     });
     ipython
         || memchr3_iter(b'"', b'(', b'#', b).any(|i| match b[i] {
@@ -48,7 +56,8 @@ fn is_ipython_frame(t: &str) -> bool {
     }
     let first = t.split(' ').next().unwrap_or_default();
     let path_like = first.starts_with(['/', '~', '[']) || first.get(1..3) == Some(":\\");
-    let py = first.len() > 3 && first[first.len() - 3..].eq_ignore_ascii_case(".py");
+    // Bytes, not a `str` slice: the cut may fall inside a character of a non-ASCII path.
+    let py = first.len() > 3 && first.as_bytes()[first.len() - 3..].eq_ignore_ascii_case(b".py");
     path_like && (py || first.ends_with(')')) && t[first.len()..].starts_with(" in ")
 }
 
@@ -161,6 +170,11 @@ fn is_carets(t: &str) -> bool {
     !t.is_empty() && t.bytes().all(|c| matches!(c, b'^' | b'~' | b' '))
 }
 
+/// Whether `text` may hold traceback lines; `false` proves that [`strip`] changes nothing.
+pub(crate) fn may_hold(text: &str) -> bool {
+    has_trigger(text.as_bytes())
+}
+
 /// Removes traceback lines; each removed block becomes one `<traceback>` line.
 pub(crate) fn strip(text: &str) -> Cow<'_, str> {
     if !has_trigger(text.as_bytes()) {
@@ -254,6 +268,12 @@ mod tests {
         assert_eq!(strip(tb), "Error\n<traceback>\nValueError: bad");
         let old = "[/usr/lib/vllm/utils.py](https://localhost:8080/#) in inner(*args)\n   1159  )\n-> 1161  return fn(*args)\nRuntimeError: x";
         assert_eq!(strip(old), "<traceback>\nRuntimeError: x");
+    }
+
+    #[test]
+    fn non_ascii_path_before_in_does_not_panic() {
+        assert!(matches!(strip("File \"\n/xдолжно in f"), Cow::Borrowed(_)));
+        assert!(matches!(strip("Traceback (\n~дол in x"), Cow::Borrowed(_)));
     }
 
     #[test]
