@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_errors.vllm_omni.manifest import TARGETS, InExcept, Kind, Target
+from omni_errors.vllm_omni.manifest import TARGETS, Hop, InExcept, Kind, Process, Target
 from omni_errors.vllm_omni.verify import State, called_in_except, check, find_definition, fingerprint_node
 
 RELEASE = importlib.metadata.version("vllm-omni")
@@ -198,6 +198,11 @@ def test_the_manifest_counts_what_the_docs_promise() -> None:
         "zmq:Socket.bind",
         "zmq:Socket.connect",
     ]
+
+
+def test_every_process_and_hop_names_a_target() -> None:
+    assert {t.process for t in TARGETS} == set(Process)
+    assert {t.hop for t in TARGETS} == set(Hop)
 
 
 # -- refusal and acceptance, on a copy of the installed package -------------------------------------
