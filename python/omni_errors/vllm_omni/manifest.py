@@ -515,20 +515,27 @@ def _cell(text: str) -> str:
 
 
 def render_table() -> str:
-    """The patch table of docs/vllm-omni.md (Markdown), one row per target, in manifest order."""
-    lines = [
-        _TABLE_BEGIN + "tests/vllm_omni/test_manifest_doc.py fails when it drifts -->",
-        "",
-        "| hop | patched | kind | relies on | what the patch does | upstream change that replaces it |",
-        "|---|---|---|---|---|---|",
-    ]
-    for target in TARGETS:
-        relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
-        where = f"`{target.module}.{target.qualname}`"
-        kind = f"{target.kind.value} (public API)" if target.public else target.kind.value
-        lines.append(
-            f"| {target.hop.value} | {where} | {kind} | {_cell(', '.join(relies) or '-')} "
-            f"| {_cell(target.does)} | {_cell(target.upstream)} |"
-        )
+    """The patch table of docs/vllm-omni.md (Markdown): one table per process, in `Process` order, one
+    row per target, in manifest order."""
+    lines = [_TABLE_BEGIN + "tests/vllm_omni/test_manifest_doc.py fails when it drifts -->"]
+    for process in Process:
+        targets = [t for t in TARGETS if t.process is process]
+        if not targets:
+            continue
+        lines += [
+            "",
+            f"### {process.value[0].upper()}{process.value[1:]}",
+            "",
+            "| hop | patched | kind | relies on | what the patch does | upstream change that replaces it |",
+            "|---|---|---|---|---|---|",
+        ]
+        for target in targets:
+            relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
+            where = f"`{target.module}.{target.qualname}`"
+            kind = f"{target.kind.value} (public API)" if target.public else target.kind.value
+            lines.append(
+                f"| {target.hop.value} | {where} | {kind} | {_cell(', '.join(relies) or '-')} "
+                f"| {_cell(target.does)} | {_cell(target.upstream)} |"
+            )
     lines += ["", _TABLE_END]
     return "\n".join(lines) + "\n"
