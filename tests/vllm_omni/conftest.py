@@ -9,6 +9,9 @@ ended, with every process it started, on every path (`OmniServer.close`).
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +33,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "vllm_omni" in item.nodeid:
             item.add_marker(pytest.mark.timeout(900))
+
+
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the installed vllm_omni package, for a test to edit (and restore) and import with
+    PYTHONPATH set to its parent: a release that differs, made of the real sources."""
+    spec = importlib.util.find_spec("vllm_omni")
+    assert spec is not None and spec.submodule_search_locations
+    root = tmp_path_factory.mktemp("site")
+    shutil.copytree(
+        next(iter(spec.submodule_search_locations)), root / "vllm_omni", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return root / "vllm_omni"

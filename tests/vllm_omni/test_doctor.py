@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omni_errors.vllm_omni.manifest import TARGETS
+from omni_errors.vllm_omni.manifest import TARGETS, Process
 
 DOCTOR = [sys.executable, "-m", "omni_errors.cli", "doctor"]
 
@@ -32,21 +32,37 @@ def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
     assert report["decision"] == "enabled"
     assert report["versions"]["vllm-omni"] == "0.30.0" and report["versions"]["vllm"].startswith("0.30.")
     assert [t["target"] for t in report["targets"]] == [t.key for t in TARGETS]
+    assert [(t["process"], t["hop"]) for t in report["targets"]] == [(t.process.value, t.hop.value) for t in TARGETS]
     assert {t["state"] for t in report["targets"]} == {"matches"}
     assert [c["code"] for c in report["fatal_exit_codes"]] == [82, 81, 80, 86, 85]  # by precedence
     assert report["multi_node"]["sockets"] == {"curve": False, "keys": None, "error": None}
     assert report["multi_node"]["rejoin_window_s"] == 120.0
 
 
-def test_the_text_report_names_every_target_under_its_module_within_100_columns(tmp_path: Path) -> None:
+def test_the_text_report_names_every_target_under_its_process_and_module_within_100_columns(
+    tmp_path: Path,
+) -> None:
     code, out = _doctor(tmp_path, OMNI_ERRORS_VLLM_OMNI="1")
     assert code == 0
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 100
-    modules = [line.strip() for line in lines if line.startswith("  vllm_omni.") or line.startswith("  zmq")]
-    assert len(modules) == len(set(modules)) == len({t.module for t in TARGETS})  # each module once
-    listed = {line.split()[0] for line in lines if line.startswith("    ") and not line.startswith("     ")}
-    assert {t.qualname for t in TARGETS} <= listed
+    start = lines.index(next(line for line in lines if line.startswith("  target ")))
+    listed: dict[tuple[str, str], list[str]] = {}
+    process = module = ""
+    for line in lines[start + 1 : lines.index("", start)]:
+        indent = len(line) - len(line.lstrip())
+        if indent == 2:
+            process = line.strip()
+        elif indent == 4:
+            module = line.strip()
+            assert (process, module) not in listed, f"{module} twice under {process}"
+            listed[(process, module)] = []
+        elif indent == 6:  # a name, or the columns of a name too long for its own line
+            listed[(process, module)].append(line.split()[0])
+    processes = list(dict.fromkeys(p for p, _ in listed))
+    assert processes == [p.value for p in Process if any(t.process is p for t in TARGETS)]  # in Process order
+    for target in TARGETS:
+        assert target.qualname in listed[(target.process.value, target.module)], target.key
 
 
 def test_the_text_report_and_the_exit_status_of_a_disabled_plugin(tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ import importlib.metadata
 import inspect
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_errors.vllm_omni.manifest import TARGETS, InExcept, Kind, Target
+from omni_errors.vllm_omni.manifest import TARGETS, Hop, InExcept, Kind, Process, Target
 from omni_errors.vllm_omni.verify import State, called_in_except, check, find_definition, fingerprint_node
 
 RELEASE = importlib.metadata.version("vllm-omni")
@@ -200,7 +199,12 @@ def test_the_manifest_counts_what_the_docs_promise() -> None:
     ]
 
 
-# -- refusal and acceptance, on a copy of the installed package -------------------------------------
+def test_every_process_and_hop_names_a_target() -> None:
+    assert {t.process for t in TARGETS} == set(Process)
+    assert {t.hop for t in TARGETS} == set(Hop)
+
+
+# -- refusal and acceptance, on a copy of the installed package (conftest's `package_copy`) ---------
 
 _PROBE = r"""
 import json, logging, sys
@@ -217,17 +221,6 @@ print(json.dumps({
     "states": {c.target.key: c.state.value for c in status.checks},
 }))
 """
-
-
-@pytest.fixture(scope="module")
-def package_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    spec = importlib.util.find_spec("vllm_omni")
-    assert spec is not None and spec.submodule_search_locations
-    root = tmp_path_factory.mktemp("site")
-    shutil.copytree(
-        next(iter(spec.submodule_search_locations)), root / "vllm_omni", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    return root / "vllm_omni"
 
 
 def _edit(package: Path, relative: str, old: str, new: str) -> str:

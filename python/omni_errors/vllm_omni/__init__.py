@@ -10,8 +10,10 @@ fingerprint of the original it was written against. `register()` checks every en
 installed sources (`verify`, which reads files and imports nothing) before it patches anything;
 one target that differs refuses the whole plugin in that process, with one log line naming it.
 Accepted, each module is patched right after its import (`hooks`), so a process that never
-imports the orchestrator or the API server never pays for their patches. `unapply()` puts every
-original back. `status()` says what was decided, and why; `omni-errors doctor` prints it.
+imports the orchestrator or the API server never pays for their patches. A patch that cannot be
+applied then (its attribute missing at run time, its factory failing) refuses the plugin too:
+what was applied is undone and nothing more is patched. `unapply()` puts every original back.
+`status()` says what was decided, and why; `omni-errors doctor` prints it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.fast_exit import skip_final_collections
@@ -47,7 +50,8 @@ class Decision(enum.Enum):
     ENABLED = "enabled"
     #: switched off (`OMNI_ERRORS_VLLM_OMNI=0`, or `unapply()`).
     DISABLED = "disabled"
-    #: a target differs from (or is missing in) the installed sources: nothing is patched.
+    #: a target differs from (or is missing in) the installed sources: nothing is patched; or a patch
+    #: could not be applied as its module was imported: every patch applied is undone.
     REFUSED = "refused"
     #: vllm-omni is not installed: nothing to do.
     ABSENT = "absent"
@@ -65,6 +69,7 @@ class Status:
 
 _lock = threading.Lock()
 _status: Status | None = None
+_gauge: Any = None  # prometheus_client's Gauge, once the API server module is imported
 
 
 def status() -> Status | None:
@@ -107,20 +112,54 @@ def _log_decision(decided: Status) -> None:
 
 def _publish(module: ModuleType) -> None:
     """The decision as a gauge on the API server's `/metrics` (its registry is prometheus_client's default)."""
+    global _gauge
     from prometheus_client import Gauge
 
+    _gauge = Gauge(METRIC, "The omni-errors vLLM-Omni plugin's decision in this process", ["decision", "vllm_omni"])
+    _set_gauge()
+
+
+def _set_gauge() -> None:
     decided = _status
-    if decided is None:
+    if _gauge is None or decided is None:
         return
-    gauge = Gauge(METRIC, "The omni-errors vLLM-Omni plugin's decision in this process", ["decision", "vllm_omni"])
-    gauge.labels(decision=decided.decision.value, vllm_omni=decided.vllm_omni or "").set(1)
+    _gauge.clear()  # one series: the decision now
+    _gauge.labels(decision=decided.decision.value, vllm_omni=decided.vllm_omni or "").set(1)
 
 
 def _patch_module(module: ModuleType) -> None:
     from omni_errors.vllm_omni.manifest import targets_by_module
-    from omni_errors.vllm_omni.patching import apply
+    from omni_errors.vllm_omni.patching import ApplyError, apply
 
-    apply(module, targets_by_module()[module.__name__])
+    decided = _status
+    if decided is None or decided.decision is not Decision.ENABLED:
+        return  # switched off or refused in another thread since this hook was set
+    try:
+        apply(module, targets_by_module()[module.__name__])
+    except Exception as exc:  # omni-errors: ignore[OE202]: the failure is the refusal's reason, logged
+        reason = str(exc) if isinstance(exc, ApplyError) else f"{module.__name__}: {type(exc).__name__}: {exc}"
+        _refuse_at_apply(reason)
+
+
+def _refuse_at_apply(reason: str) -> None:
+    """Never half applied: a patch that fails refuses the plugin, and every patch applied so far is undone."""
+    global _status
+    with _lock:
+        previous = _status
+        if previous is None or previous.decision is not Decision.ENABLED:
+            return
+        why = f"a patch could not be applied: {reason}"
+        _status = Status(Decision.REFUSED, why, previous.vllm_omni, previous.checks)
+    restored = _undo()
+    _decision_log.warning(
+        "omni-errors: plugin refused for vllm-omni %s: %s; the %d patches applied are undone, vLLM-Omni's own "
+        "error handling applies",
+        previous.vllm_omni,
+        reason,
+        restored,
+        exc_info=True,
+    )
+    _set_gauge()
 
 
 def _check_keys() -> None:
@@ -157,6 +196,8 @@ def register() -> None:
         from omni_errors.vllm_omni.manifest import targets_by_module
 
         for module in targets_by_module():
+            if _status.decision is not Decision.ENABLED:
+                break  # a module already imported could not be patched: the plugin is refused
             when_imported(module, _patch_module)
 
 
@@ -164,13 +205,20 @@ def unapply() -> int:
     """Switch the plugin off in this process: pending patches dropped, every original restored,
     the fatal state forgotten. Returns how many attributes were restored."""
     global _status
+    with _lock:
+        previous = _status
+        _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
+    restored = _undo()
+    _set_gauge()
+    return restored
+
+
+def _undo() -> int:
+    """Pending patches dropped, every original restored, the fatal state forgotten; how many were restored."""
     from omni_errors.vllm_omni import fatal
     from omni_errors.vllm_omni.hooks import cancel
     from omni_errors.vllm_omni.patching import unapply as restore
 
-    with _lock:
-        previous = _status
-        _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
     cancel(_patch_module)
     restored = restore()
     fatal.reset()

@@ -2,10 +2,10 @@
 
 It runs the check `register()` runs in every process of a server (`decide`), patching nothing
 and importing neither vLLM nor vLLM-Omni, and prints the versions, the decision, each target's
-state, the multi-node settings (the rejoin window, and whether the deployment's sockets are CURVE,
-with the keys checked) and the exit codes a deployment would see on a fatal failure. Its exit
-status is the decision (`EXIT_STATUS`; `KEYS_UNUSABLE` when keys are set but cannot be used), so an
-image build or CI can assert it; `--json` prints the same facts.
+state (under the process it runs in), the multi-node settings (the rejoin window, and whether the
+deployment's sockets are CURVE, with the keys checked) and the exit codes a deployment would see
+on a fatal failure. Its exit status is the decision (`EXIT_STATUS`; `KEYS_UNUSABLE` when keys are
+set but cannot be used), so an image build or CI can assert it; `--json` prints the same facts.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from omni_errors.fatal.exitcodes import MEANINGS
 from omni_errors.fatal.tables import generated, in_order, markdown_table
 from omni_errors.vllm_omni import Decision, Status, decide
 from omni_errors.vllm_omni.fatal import EXIT_CODES
+from omni_errors.vllm_omni.manifest import Process
 
 __all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
 
@@ -88,6 +89,8 @@ def report() -> dict[str, Any]:
         "targets": [
             {
                 "target": c.target.key,
+                "process": c.target.process.value,
+                "hop": c.target.hop.value,
                 "kind": c.target.kind.value,
                 "state": c.state.value,
                 "fingerprint": c.fingerprint,
@@ -114,24 +117,28 @@ def _wrapped(text: str, indent: str, hang: str) -> list[str]:
 
 
 def _target_lines(targets: list[dict[str, Any]]) -> list[str]:
-    """The targets under their modules: a module's name once, then each patched name in it."""
-    by_module: dict[str, list[dict[str, Any]]] = {}
+    """The targets under the process they run in, then under their modules: a process once, each of
+    its modules once, then each patched name in it."""
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {p.value: {} for p in Process}
     for t in targets:
-        by_module.setdefault(t["target"].partition(":")[0], []).append(t)
+        grouped[t["process"]].setdefault(t["target"].partition(":")[0], []).append(t)
     names = [t["target"].partition(":")[2] for t in targets]
-    width = min(max(len(n) for n in names), WIDTH - 4 - _COLUMNS)
-    lines = [f"  {'target':<{width + 2}}  {'kind':<7}  {'state':<7}  fingerprint"]
-    for module, rows in by_module.items():
-        lines.append(f"  {module}")
-        for t in rows:
-            name = t["target"].partition(":")[2]
-            columns = f"{t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}"
-            if len(name) > width:  # a name longer than its column gets a line of its own
-                lines += [f"    {name}", f"    {'':<{width}}  {columns}"]
-            else:
-                lines.append(f"    {name:<{width}}  {columns}")
-            if t["state"] != "matches":
-                lines += _wrapped(f"^ {t['reason']}", "      ", "        ")
+    width = min(max(len(n) for n in names), WIDTH - 6 - _COLUMNS)
+    lines = [f"  {'target':<{width + 4}}  {'kind':<7}  {'state':<7}  fingerprint"]
+    for process, by_module in grouped.items():
+        if by_module:
+            lines.append(f"  {process}")
+        for module, rows in by_module.items():
+            lines.append(f"    {module}")
+            for t in rows:
+                name = t["target"].partition(":")[2]
+                columns = f"{t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}"
+                if len(name) > width:  # a name longer than its column gets a line of its own
+                    lines += [f"      {name}", f"      {'':<{width}}  {columns}"]
+                else:
+                    lines.append(f"      {name:<{width}}  {columns}")
+                if t["state"] != "matches":
+                    lines += _wrapped(f"^ {t['reason']}", "        ", "          ")
     return lines
 
 

@@ -33,8 +33,8 @@ def _run(module: ModuleType, hooks: list[Hook]) -> None:
     for hook in hooks:
         try:
             hook(module)
-        except Exception:  # a broken patch must not break the import that triggered it
-            _log.exception("omni-errors: patching %s failed; that hop keeps vLLM-Omni's behaviour", module.__name__)
+        except Exception:  # a broken hook must not break the import that triggered it
+            _log.exception("omni-errors: a post-import hook for %s failed", module.__name__)
 
 
 class _Loader(importlib.abc.Loader):

@@ -20,7 +20,10 @@ An entry names:
   another fingerprint refuses the plugin. A `public` target is a documented API of another
   library (pyzmq's `Socket.bind`, say), wrapped the same way whatever its version: only its
   presence is checked;
-- and why: `hop`, `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary.
+- where it runs: `process`, the process the patched code runs in (`Process`), and `hop`, the leg of
+  the record's route from a failing stage to its client, or the duty beside that route, it serves
+  (`Hop`);
+- and why: `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["TARGETS", "InExcept", "Kind", "Target", "render_table", "targets_by_module"]
+__all__ = ["TARGETS", "Hop", "InExcept", "Kind", "Process", "Target", "render_table", "targets_by_module"]
 
 
 class Kind(enum.Enum):
@@ -39,6 +42,48 @@ class Kind(enum.Enum):
     WRAP = "wrap"
     #: does not call it: a fix upstream makes to this body is undone while the plugin is on.
     REPLACE = "replace"
+
+
+class Process(enum.Enum):
+    """The process a patch runs in, as vLLM-Omni 0.30 lays a deployment out (in this order, the
+    order `doctor` and the docs list them in)."""
+
+    #: `vllm-omni serve`: the HTTP routes, `AsyncOmni`, and the orchestrator thread with its stage
+    #: clients, stage pools, membership controller and registration server (a multi-node head's).
+    API_SERVER = "API server"
+    #: a stage's own process: `StageDiffusionProc` (its `DiffusionEngine`, executor, and a uniproc
+    #: executor's worker), or an LLM stage's `StageEngineCoreProc` for the coordinator heartbeat.
+    #: A diffusion stage with one replica in a single-stage pipeline runs inline: this code then
+    #: runs in the API server.
+    STAGE = "stage process"
+    #: a model runner's process: a diffusion worker, or an LLM stage's vLLM worker (connectors);
+    #: `DiffusionOutput.from_exception` is called by the engine too, in the stage process.
+    WORKER = "worker"
+    #: `vllm-omni serve --headless`: the launcher of a remote host's replicas.
+    LAUNCHER = "headless launcher"
+    #: whatever process the plugin is loaded in (pyzmq's sockets).
+    EVERY = "every process"
+
+
+class Hop(enum.Enum):
+    """Which leg of the record's route a patch serves (from the worker where a request failed to the
+    client that asked), or which duty beside it: the process's exit code, liveness, membership."""
+
+    WORKER = "worker -> executor"
+    ENGINE = "executor -> engine"
+    STAGE_TO_CLIENT = "stage -> stage client"
+    CLIENT_TO_STAGE = "stage client -> stage"
+    ORCHESTRATOR = "stage client -> orchestrator"
+    API = "orchestrator -> API"
+    METRICS = "failure metrics"
+    HTTP = "API -> HTTP client"
+    #: a stage's payload for the next stage, through the connectors (the receiver learns its sender failed)
+    CONNECTORS = "stage -> stage (connectors)"
+    EXIT = "exit code"
+    LIVENESS = "remote liveness"
+    MEMBERSHIP = "multi-node membership"
+    SHUTDOWN = "head shutdown"
+    SOCKETS = "deployment sockets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +111,8 @@ class Target:
     patch: str
     kind: Kind
     fingerprints: Mapping[str, str]
-    hop: str
+    process: Process
+    hop: Hop
     does: str
     upstream: str
     relies_on: tuple[str, ...] = ()
@@ -105,27 +151,27 @@ _REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rej
 TARGETS: tuple[Target, ...] = (
     Target(f"{_D}.data", "DiffusionOutput", "from_exception", "diffusion:make_from_exception", Kind.WRAP,
            {_R030: "7d84b22e58b0f273"},
-           hop="worker -> executor",
+           process=Process.WORKER, hop=Hop.WORKER,
            does="classifies the exception while its type is known (stage side: no raw fallbacks; OOM and "
                 "fatal types along the cause chain) and attaches the record (`omni_error`) and its exit code; "
                 "fills the flat `error`/`error_status_code`/`error_type` from it, sanitized",
            upstream="`DiffusionOutput` gets a `details: OmniErrorDetails` field set in `from_exception`"),
     Target(f"{_D}.executor.uniproc_executor", "UniProcDiffusionExecutor", "collective_rpc",
            "diffusion:make_collective_rpc", Kind.WRAP, {_R030: "f70c10935e8f26bb"},
-           hop="in-process worker",
+           process=Process.STAGE, hop=Hop.WORKER,
            does="a failing worker answers `DiffusionOutput.from_exception(exc)`, as a multiprocess worker "
                 "does, instead of `DiffusionOutput(error=str(exc))`",
            upstream="`execute_request` calls `from_exception`"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "postprocess_output", "diffusion:make_postprocess_output",
            Kind.WRAP, {_R030: "a81aee66d48322da"},
-           hop="engine rebuild",
+           process=Process.STAGE, hop=Hop.ENGINE,
            does="an output carrying a record raises `rebuild(record)` (client, server or fatal carrier) instead "
                 "of `RuntimeError(text)` or a status-guessed client error",
            upstream="`postprocess_output` raises `rebuild(output.details)`"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "_emit_outputs", "diffusion:make_emit_outputs",
            Kind.WRAP, {_R030: "30d90d0269fc51e4"},
            relies_on=("DiffusionEngine._fail_engine",),
-           hop="engine fatal",
+           process=Process.STAGE, hop=Hop.ENGINE,
            does="after delivering a fatal record, calls `_fail_engine`: queued requests are answered, the "
                 "executor stops",
            upstream="the busy loop fails the engine on `details.fatal`"),
@@ -133,26 +179,26 @@ TARGETS: tuple[Target, ...] = (
            {_R030: "87d8b337be6c9344"},
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
            in_except=(InExcept(f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop", "encode", True),),
-           hop="proc error frames",
+           process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
            does="error frames (built inside the `except` that caught the failure) get top-level keys "
                 "`omni_error` (the record's frame) and `omni_error_exit`; old receivers ignore them",
            upstream="the frame carries `details` (frame bytes)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "close", "diffusion:make_proc_close", Kind.WRAP,
            {_R030: "136658ae3f9008df"},
-           hop="proc exit",
+           process=Process.STAGE, hop=Hop.EXIT,
            does="a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal, 86 link to the "
                 "head lost) instead of 1",
            upstream="`run_diffusion_proc` exits with the code of the fatal record"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
            {_R030: "dc6a8baff385f585"},
-           hop="remote liveness",
+           process=Process.STAGE, hop=Hop.LIVENESS,
            does="its two sockets are the proc's links to the head: a remote proc gives them ZMTP heartbeats and a "
                 "monitor, and when the head is gone or cut off it stops its loop and exits 86",
            upstream="the remote proc watches its links to the head"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "_signal_fatal_engine_failure",
            "diffusion:make_signal_fatal", Kind.WRAP, {_R030: "4f90d79335b677eb"},
            relies_on=("StageDiffusionProc._fatal_event",),
-           hop="death notice",
+           process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
            does="before the proc sends `DIFFUSION_PROC_DEAD`, a frame with the record it dies of and its exit code "
                 "(no request id: a receiver without the plugin only logs it)",
            upstream="`DIFFUSION_PROC_DEAD` carries `details`"),
@@ -160,7 +206,7 @@ TARGETS: tuple[Target, ...] = (
            {_R030: "8744bdac53021431"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
                                "from_error"),),
-           hop="inline client",
+           process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="called inside the `except` that caught the failure, attaches the record of the exception "
                 "being handled",
            upstream="`from_error(..., details=)`"),
@@ -168,7 +214,7 @@ TARGETS: tuple[Target, ...] = (
            "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049"},
            relies_on=("StageDiffusionClient._request_socket", "StageDiffusionClient._proc_manager",
                       "StageDiffusionClient.stage_id", "StageDiffusionClient.replica_id"),
-           hop="client sends, remote liveness",
+           process=Process.API_SERVER, hop=Hop.LIVENESS,
            does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0; a remote replica's two "
                 "links get ZMTP heartbeats and a socket monitor, and stand in for the process manager it lacks "
                 "(`liveness.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
@@ -177,20 +223,20 @@ TARGETS: tuple[Target, ...] = (
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "add_request_async", "client:make_add_request",
            Kind.WRAP, {_R030: "f61fa30fcb0ba238"},
            relies_on=("StageDiffusionClient._engine_dead", "StageDiffusionClient.stage_id"),
-           hop="client sends",
+           process=Process.API_SERVER, hop=Hop.CLIENT_TO_STAGE,
            does="a send that misses its deadline marks the stage dead (`EngineDeadError`) instead of blocking "
                 "(seed 001's hang)",
            upstream="the client sets send timeouts"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "collective_rpc_async",
            "client:make_collective_rpc_async", Kind.WRAP, {_R030: "ec8d0dbdd258b021"},
            relies_on=("StageDiffusionClient._engine_dead",),
-           hop="client sends",
+           process=Process.API_SERVER, hop=Hop.CLIENT_TO_STAGE,
            does="a control message that misses its deadline marks the stage dead",
            upstream="the client sets send timeouts"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "abort_requests_async", "client:make_abort",
            Kind.WRAP, {_R030: "c7191ae4342c72b3"},
            relies_on=("StageDiffusionClient._engine_dead",),
-           hop="client sends",
+           process=Process.API_SERVER, hop=Hop.CLIENT_TO_STAGE,
            does="an abort that misses its deadline is dropped (nothing is left to abort on a gone stage)",
            upstream="the client sets send timeouts"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "shutdown", "client:make_shutdown",
@@ -198,14 +244,14 @@ TARGETS: tuple[Target, ...] = (
            relies_on=("StageDiffusionClient._shutting_down", "StageDiffusionClient._request_socket",
                       "StageDiffusionClient._response_socket", "StageDiffusionClient._encoder",
                       "StageDiffusionClient._proc_manager", "StageDiffusionClient._zmq_ctx"),
-           hop="client stop",
+           process=Process.API_SERVER, hop=Hop.CLIENT_TO_STAGE,
            does="sends the shutdown without blocking and gives the proc 0.5 s after SIGTERM before SIGKILL; "
                 "an OOM exit of the proc is the server's exit code too",
            upstream="the client bounds its shutdown"),
     Target(f"{_D}.stage_diffusion_client", None, "OmniMsgpackDecoder", "client:make_frame_decoder", Kind.WRAP,
            {_R030: "e5d4fd4e8f4b9909"},
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackDecoder",
-           hop="client frames",
+           process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="a record-carrying request error frame becomes that request's error output with the record "
                 "attached; a record frame without a request (the proc's death notice) or a fatal record is kept "
                 "as the record the replica died of",
@@ -213,7 +259,7 @@ TARGETS: tuple[Target, ...] = (
     Target("vllm_omni.engine.orchestrator", None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP,
            {_R030: "bc7fcae08bcfba98"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
-           hop="orchestrator messages",
+           process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="`RecordErrorMessage` (a subclass with `details`) is what the orchestrator builds; one built "
                 "from flat fields only gets its record from them (`omni_errors.semantics.legacy`)",
            upstream="`ErrorMessage.details: OmniErrorDetails`"),
@@ -221,7 +267,7 @@ TARGETS: tuple[Target, ...] = (
            Kind.WRAP, {_R030: "b585c99dd1ccc895"},
            relies_on=("OrchestratorBase._membership", "OrchestratorBase._shutdown_event",
                       f"{_M}:MembershipController._shutdown_event"),
-           hop="head shutdown",
+           process=Process.API_SERVER, hop=Hop.SHUTDOWN,
            does="the membership controller shares the orchestrator's shutdown event: its watcher ends when the "
                 "orchestrator stops (vLLM-Omni waited for it first, so every multi-node head shutdown took the "
                 "engine's 30 s join timeout)",
@@ -234,7 +280,7 @@ TARGETS: tuple[Target, ...] = (
                       "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._engine_dead",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
-           hop="stage errors",
+           process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
                 "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage` (from a "
@@ -250,7 +296,7 @@ TARGETS: tuple[Target, ...] = (
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._decoder",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
-           hop="dead replicas",
+           process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
                 "ends (exit 85, or the code of the record its proc sent before it died, read first). A lost "
                 "remote replica is answered and detached through the membership's own unregister, and its "
@@ -260,85 +306,85 @@ TARGETS: tuple[Target, ...] = (
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
            relies_on=("OrchestratorBase.output_async_queue", "OrchestratorBase._cleanup_request_ids",
                       "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed"),
-           hop="multi-node policy",
+           process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="in multi-node mode a request whose stage has no live replica gets 503 with `Retry-After`, not "
                 "a fatal record (a replica may register again)",
            upstream=_REJOIN_UPSTREAM),
     Target(_M, None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP, {_R030: "bc7fcae08bcfba98"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
-           hop="multi-node records",
+           process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="the membership controller's answers (a replica that disappeared) carry a record with the "
                 "request's `request_id` and `stage_id`",
            upstream="`ErrorMessage.details: OmniErrorDetails`"),
     Target(_M, "MembershipController", "start", "distributed:make_membership_start", Kind.WRAP,
            {_R030: "2a2c231d17785c70"},
-           hop="multi-node policy",
+           process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="the head of a multi-node deployment follows the lost-replica policy (`distributed`)",
            upstream=_REJOIN_UPSTREAM),
     Target(_M, "MembershipController", "_do_register", "distributed:make_do_register", Kind.WRAP,
            {_R030: "5128e408ef837a72"},
-           hop="multi-node policy",
+           process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="a replica that attaches ends its stage's rejoin window: service is restored without a restart",
            upstream=_REJOIN_UPSTREAM),
     Target("vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage", "OmniCoordClientForStage",
            "_heartbeat_loop", "distributed:make_heartbeat_loop", Kind.WRAP, {_R030: "2d15fbec07fb0680"},
            relies_on=("OmniCoordClientForStage._heartbeat_interval",),
-           hop="coordinator heartbeats",
+           process=Process.STAGE, hop=Hop.MEMBERSHIP,
            does="a stage heartbeats the coordinator every second instead of every 5 s, so that an "
                 "`--omni-heartbeat-timeout` under 5 s no longer detaches healthy replicas",
            upstream="the stage's heartbeat interval follows the coordinator's timeout"),
     Target("vllm_omni.engine.stage_pool", "StagePool", "pick", "distributed:make_pick", Kind.WRAP,
            {_R030: "a0d8aedc1c81ac3f"},
            relies_on=("StageUnavailableError", "StagePool.stage_id"),
-           hop="multi-node policy",
+           process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="a stage in its rejoin window refuses a request at once instead of polling 10 s for a replica",
            upstream=_REJOIN_UPSTREAM),
     Target("vllm_omni.engine.stage_engine_startup", None, "_POLL_PERIOD_MS", "distributed:make_registration_poll",
            Kind.REPLACE, {_R030: "68dcec38467b361e"},
-           hop="head shutdown",
+           process=Process.API_SERVER, hop=Hop.SHUTDOWN,
            does="the registration server's poll is 0.1 s instead of 5 s: `OmniMasterServer.stop` joins its "
                 "thread, so a head's shutdown waited up to 5 s for it",
            upstream="`stop` wakes the registration server"),
     Target("vllm_omni.engine.stage_engine_startup", None, "wait_for_diffusion_manager_liveness",
            "distributed:make_wait_for_diffusion_replicas", Kind.REPLACE, {_R030: "047139995bdeec4d"},
            relies_on=("connection",),
-           hop="remote launcher exit",
+           process=Process.LAUNCHER, hop=Hop.EXIT,
            does="the headless launcher reaps its replica before it reads the exit code (vLLM-Omni reads it first "
                 "and exits 0 or 1 at random) and exits with the replica's documented code (80, 81, 86; 85 for a "
                 "signal)",
            upstream="the launcher joins the replica and exits with its code"),
     Target(f"{_E}.omni_base", "OmniBase", "_raise_nonfatal_error_message", "api:make_raise_error_message",
            Kind.REPLACE, {_R030: "6c02461461783a19"},
-           hop="API consumer",
+           process=Process.API_SERVER, hop=Hop.API,
            does="raises `rebuild(record)` instead of guessing client-or-`RuntimeError` from the status",
            upstream="the same"),
     Target(f"{_E}.omni_base", "OmniBase", "_record_request_failure_once", "api:make_record_failure", Kind.WRAP,
            {_R030: "e32500db98babfb0"},
            in_except=(InExcept(f"{_E}.async_omni:AsyncOmni.generate", "_record_request_failure_once"),),
-           hop="failure metrics",
+           process=Process.API_SERVER, hop=Hop.METRICS,
            does="a client failure is counted as `requests_failed_total{reason=\"client_error\"}`, not "
                 "`stage_error`",
            upstream="the failure reason follows the record's category"),
     Target(f"{_E}.omni_base", None, "normalize_failure_reason", "api:make_normalize_reason", Kind.WRAP,
            {_R030: "95a3bec30130ec9b"},
            defined_in="vllm_omni.metrics.utils:normalize_failure_reason",
-           hop="failure metrics",
+           process=Process.API_SERVER, hop=Hop.METRICS,
            does="keeps the `client_error` reason",
            upstream="the failure reason follows the record's category"),
     Target(f"{_E}.async_omni_base", "AsyncOmniBase", "_abort_internal_requests", "api:make_abort_internal",
            Kind.WRAP, {_R030: "5f6f535a08508c63"},
-           hop="no round trip to a dead pipeline",
+           process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, no 2 s abort wait before answering",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.WRAP,
            {_R030: "aca56e6e65c2909b"},
-           hop="no round trip to a dead pipeline",
+           process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, a new request gets the fatal record at once",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.openai.api_server", None, "_register_omni_exception_handlers", "api:make_register_handlers",
            Kind.WRAP, {_R030: "9f2feb929dbb14ea"},
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
-           hop="HTTP handlers",
+           process=Process.API_SERVER, hop=Hop.HTTP,
            does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
                 "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
@@ -348,7 +394,7 @@ TARGETS: tuple[Target, ...] = (
            {_R030: "70a272d3d5d4ef37"},
            defined_in="vllm.entrypoints.launchers.launcher:serve_http",
            relies_on=("vllm.entrypoints.launchers.launcher:serve_http.app.state.server",),
-           hop="server exit",
+           process=Process.API_SERVER, hop=Hop.EXIT,
            does="on a fatal failure the HTTP server first writes the answer of every request in flight (at most "
                 "3 s), then keeps accepting 0.5 s (answering with the fatal record), then stops (0.5 s graceful), "
                 "and the process exits with the documented code through `SystemExit` after every cleanup",
@@ -356,39 +402,39 @@ TARGETS: tuple[Target, ...] = (
     Target(f"{_E}.openai.api_server", None, "_create_engine_error_json_response", "api:make_engine_error_response",
            Kind.REPLACE, {_R030: "61f69074f28f2dbd"},
            defined_in=f"{_E}.serve.utils.errors:_create_engine_error_json_response",
-           hop="engine error helper",
+           process=Process.API_SERVER, hop=Hop.HTTP,
            does="renders the record (and starts the fatal shutdown)",
            upstream="routes raise; the handler renders"),
     Target(f"{_E}.openai.serving_chat", "OmniOpenAIServingChat", "_create_error_response",
            "api:make_chat_error_response", Kind.REPLACE, {_R030: "fb2977bc6a511dcd"},
            in_except=(InExcept(f"{_E}.openai.serving_chat:OmniOpenAIServingChat._create_diffusion_chat_completion",
                                "_create_error_response"),),
-           hop="chat error helper",
+           process=Process.API_SERVER, hop=Hop.HTTP,
            does="inside an `except`, builds the response from the record of the exception being handled: "
                 "status, `code`, `type` agree, message sanitized",
            upstream="the diffusion chat route raises, or calls `create_error_response(exc)`"),
     Target(f"{_E}.openai.video.generation.helpers", None, "_video_error_from_exception", "api:make_video_error",
            Kind.REPLACE, {_R030: "a2fb14c8958d8eed"},
            relies_on=("VideoError.code", "VideoError.message"),
-           hop="async video jobs",
+           process=Process.API_SERVER, hop=Hop.HTTP,
            does="stores the record's status and sanitized message",
            upstream="jobs store the record"),
     Target(f"{_C}.utils.serialization", "OmniSerde", "serialize", "connectors:make_serialize", Kind.WRAP,
            {_R030: "d7caae4715bdba86"},
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a `Tombstone` (the record of a request its sender failed) is written as its bare frame, by "
                 "every connector (all serialize through `OmniSerializer`)",
            upstream=_TOMBSTONE_UPSTREAM),
     Target(f"{_C}.utils.serialization", "OmniSerde", "deserialize", "connectors:make_deserialize", Kind.WRAP,
            {_R030: "d5fb2b9da77d13bb"},
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a frame (first byte 0x4F, then `peek` on its 16-byte header) is read back as a `Tombstone`; "
                 "msgpack payloads are untouched",
            upstream=_TOMBSTONE_UPSTREAM),
     Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
            "recv_stage_payload", "connectors:make_recv_stage_payload", Kind.WRAP, {_R030: "7efac7af5bc0d50c"},
            relies_on=("_OmniConnectorPayloadTransportMixin._broadcast_tp_payload_packet",),
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="the sync receiver (diffusion's `_maybe_recv_stage_payload`) raises `rebuild(record)` at the read "
                 "that finds a tombstone, instead of waiting `retry_seconds` and failing as \"Stage payload "
                 "unavailable\"",
@@ -398,14 +444,14 @@ TARGETS: tuple[Target, ...] = (
            {_R030: "7e1ee131849338cb"},
            relies_on=("_OmniConnectorPayloadTransportMixin._recv_full_payload_result",
                       "_OmniConnectorPayloadTransportMixin._recv_async_chunk_result"),
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="the poller's connector read hands a tombstone to `_poll_single_request` as an exception",
            upstream=_TOMBSTONE_UPSTREAM),
     Target(f"{_C}.model_runner.omni_connector_payload_transport", "_OmniConnectorPayloadTransportMixin",
            "_poll_single_request", "connectors:make_poll_single_request", Kind.WRAP, {_R030: "c5dc10f43b629749"},
            relies_on=("_OmniConnectorPayloadTransportMixin._lock",
                       "_OmniConnectorPayloadTransportMixin._pending_load_reqs"),
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="the async poller stops polling a request whose sender failed and keeps its record "
                 "(`connectors.failed_requests`)",
            upstream=_TOMBSTONE_UPSTREAM),
@@ -415,7 +461,7 @@ TARGETS: tuple[Target, ...] = (
            relies_on=("_OmniConnectorPayloadTransportMixin._MAX_SEND_RETRIES",
                       "_OmniConnectorPayloadTransportMixin._omni_connector",
                       "_OmniConnectorPayloadTransportMixin._stage_id"),
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a send given up after its retries also puts a tombstone (server 500, the sender's `stage_id`) "
                 "under the key it could not fill",
            upstream=_TOMBSTONE_UPSTREAM),
@@ -423,29 +469,29 @@ TARGETS: tuple[Target, ...] = (
            "cleanup_finished_request", "connectors:make_cleanup_finished_request", Kind.WRAP,
            {_R030: "a8ef47b22658016e"},
            defined_in=f"{_C}.model_runner.omni_connector_runtime:_OmniConnectorRuntimeMixin.cleanup_finished_request",
-           hop="connector tombstones",
+           process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a finished request's kept record goes with the rest of its connector state",
            upstream=_TOMBSTONE_UPSTREAM),
     Target("zmq", "Socket", "bind", "sockets:make_bind", Kind.WRAP, {}, public=True,
            defined_in="zmq.sugar.socket:Socket.bind",
-           hop="deployment sockets",
+           process=Process.EVERY, hop=Hop.SOCKETS,
            does="with `OMNI_ERRORS_VLLM_OMNI_KEYS`, a TCP bind is a CURVE server behind a ZAP allow-list (else a "
                 "warning that the deployment is plaintext); an expected stage link gets heartbeats and a monitor",
            upstream="vLLM-Omni secures its multi-node sockets"),
     Target("zmq", "Socket", "connect", "sockets:make_connect", Kind.WRAP, {}, public=True,
            defined_in="zmq.sugar.socket:Socket.connect",
-           hop="deployment sockets",
+           process=Process.EVERY, hop=Hop.SOCKETS,
            does="with `OMNI_ERRORS_VLLM_OMNI_KEYS`, a TCP connect is a CURVE client that authenticates the head; "
                 "an expected stage link gets heartbeats and a monitor",
            upstream="vLLM-Omni secures its multi-node sockets"),
     Target("zmq", "Context", "term", "sockets:make_term", Kind.WRAP, {}, public=True,
            defined_in="zmq.sugar.context:Context.term",
-           hop="deployment sockets",
+           process=Process.EVERY, hop=Hop.SOCKETS,
            does="a context's ZAP handler stops before the context terminates (its socket would hold `term`)",
            upstream="vLLM-Omni secures its multi-node sockets"),
     Target("zmq", "Context", "destroy", "sockets:make_destroy", Kind.WRAP, {}, public=True,
            defined_in="zmq.sugar.context:Context.destroy",
-           hop="deployment sockets",
+           process=Process.EVERY, hop=Hop.SOCKETS,
            does="a context's ZAP handler stops before `destroy` closes every socket of the context",
            upstream="vLLM-Omni secures its multi-node sockets"),
 )
@@ -469,20 +515,27 @@ def _cell(text: str) -> str:
 
 
 def render_table() -> str:
-    """The patch table of docs/vllm-omni.md (Markdown), one row per target, in manifest order."""
-    lines = [
-        _TABLE_BEGIN + "tests/vllm_omni/test_manifest_doc.py fails when it drifts -->",
-        "",
-        "| hop | patched | kind | relies on | what the patch does | upstream change that replaces it |",
-        "|---|---|---|---|---|---|",
-    ]
-    for target in TARGETS:
-        relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
-        where = f"`{target.module}.{target.qualname}`"
-        kind = f"{target.kind.value} (public API)" if target.public else target.kind.value
-        lines.append(
-            f"| {_cell(target.hop)} | {where} | {kind} | {_cell(', '.join(relies) or '-')} "
-            f"| {_cell(target.does)} | {_cell(target.upstream)} |"
-        )
+    """The patch table of docs/vllm-omni.md (Markdown): one table per process, in `Process` order, one
+    row per target, in manifest order."""
+    lines = [_TABLE_BEGIN + "tests/vllm_omni/test_manifest_doc.py fails when it drifts -->"]
+    for process in Process:
+        targets = [t for t in TARGETS if t.process is process]
+        if not targets:
+            continue
+        lines += [
+            "",
+            f"### {process.value[0].upper()}{process.value[1:]}",
+            "",
+            "| hop | patched | kind | relies on | what the patch does | upstream change that replaces it |",
+            "|---|---|---|---|---|---|",
+        ]
+        for target in targets:
+            relies = [f"`{r.partition(':')[2] or r}`" for r in target.relies_on] + [str(c) for c in target.in_except]
+            where = f"`{target.module}.{target.qualname}`"
+            kind = f"{target.kind.value} (public API)" if target.public else target.kind.value
+            lines.append(
+                f"| {target.hop.value} | {where} | {kind} | {_cell(', '.join(relies) or '-')} "
+                f"| {_cell(target.does)} | {_cell(target.upstream)} |"
+            )
     lines += ["", _TABLE_END]
     return "\n".join(lines) + "\n"

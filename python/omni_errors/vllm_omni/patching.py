@@ -1,9 +1,11 @@
 """Replacing the manifest's attributes of one imported module, all or none, and putting them back.
 
 `apply(module, targets)` resolves every target's owner and attribute before it replaces any, so a
-module whose layout differs keeps vLLM-Omni's behaviour whole. Each replacement is recorded with
-the attribute it replaced; `unapply()` restores them all, in reverse order. Replacements are
-marked, which makes applying twice a no-op (vLLM may load plugins more than once in a process).
+module whose layout differs keeps vLLM-Omni's behaviour whole; a factory that fails is an
+`ApplyError` naming its target (the plugin then refuses, and undoes the rest: `register`). Each
+replacement is recorded with the attribute it replaced; `unapply()` restores them all, in reverse
+order. Replacements are marked, which makes applying twice a no-op (vLLM may load plugins more
+than once in a process).
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from typing import Any
 
 from omni_errors.vllm_omni.manifest import Target
 
-__all__ = ["LayoutError", "applied", "apply", "is_patched", "unapply"]
+__all__ = ["ApplyError", "LayoutError", "applied", "apply", "is_patched", "unapply"]
 
 _MARK = "__omni_errors_original__"
 
 
-class LayoutError(RuntimeError):
+class ApplyError(RuntimeError):
+    """A target could not be applied to its imported module."""
+
+
+class LayoutError(ApplyError):
     """An imported module lacks an attribute its manifest entry names."""
 
 
@@ -74,7 +80,10 @@ def apply(module: ModuleType, targets: Sequence[Target]) -> None:
             current, own = _raw(owner, target.name)
             if is_patched(current):
                 continue
-            new = _factory(target)(module, current)
+            try:
+                new = _factory(target)(module, current)
+            except Exception as exc:
+                raise ApplyError(f"{target.key}: its patch could not be built ({type(exc).__name__}: {exc})") from exc
             try:
                 setattr(_unwrap(new), _MARK, target.key)
             except (AttributeError, TypeError):  # a class that refuses attributes: found by `applied()`
