@@ -11,7 +11,9 @@
 - A remote replica's client (multi-node mode) has no process manager: its links stand in for
   the process (`liveness.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
 - `OmniRequestOutput.from_error`, called inside the `except` that caught a failure (the inline
-  diffusion client), attaches the record of the exception being handled.
+  diffusion client), attaches the record of the exception being handled. The inline client has no
+  proc to send a death notice: its executor's report of a lost worker is one (`last_words`), so a
+  lost executor ends the server with 80 in both modes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 import zmq
 
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
 from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.liveness import LinkWatch, RemoteReplica, expect
 from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, stage_failure
@@ -104,11 +107,18 @@ def _link_lost(client: Any, reason: str) -> None:
 
 
 def last_words(client: Any) -> Carried | None:
-    """The record a dead replica's proc said it died of (its death notice, or its last fatal record), if any.
+    """The record a dead replica said it died of, if any: its proc's death notice or last fatal
+    record, or for an inline diffusion client, its executor's report of its loss.
 
     What the proc sent before it died is read first: a proc that exits at once is seen dead (its
-    sentinel, a refused send) while its frames still wait in the client's socket, unread.
+    sentinel, a refused send) while its frames still wait in the client's socket, unread. An inline
+    client has no proc: it is marked dead only when its executor says it lost its workers (the failure
+    callback, `check_health`), which may come before its request in flight fails.
     """
+    from vllm_omni.diffusion.inline_stage_diffusion_client import InlineStageDiffusionClient
+
+    if isinstance(client, InlineStageDiffusionClient):
+        return Carried(fatal_record(stage_id=client.stage_id), ExitCode.FATAL_ENGINE) if client._engine_dead else None
     drain = getattr(client, "_drain_responses", None)  # a StageDiffusionClient's (an LLM stage's has none)
     if drain is not None:
         with contextlib.suppress(zmq.ZMQError):  # a socket already closed has nothing left to read

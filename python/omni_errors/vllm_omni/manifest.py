@@ -295,10 +295,12 @@ TARGETS: tuple[Target, ...] = (
                       "OrchestratorBase._cleanup_request_ids",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._decoder",
-                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager",
+                      f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._engine_dead"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
-                "ends (exit 85, or the code of the record its proc sent before it died, read first). A lost "
+                "ends (exit 85, or the code of the record its proc sent before it died, read first; 80 for an "
+                "inline stage, marked dead only when its executor reported its loss). A lost "
                 "remote replica is answered and detached through the membership's own unregister, and its "
                 "stage waits for a replica (`distributed`)",
            upstream="a dead pipeline ends the server; " + _REJOIN_UPSTREAM),

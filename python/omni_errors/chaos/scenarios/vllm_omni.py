@@ -161,6 +161,13 @@ SCENARIOS: list[Scenario] = [
         sigint_after_fault=_EXIT_DEADLINE,
     ),
     *_both(
+        "fatal-executor-inline",
+        "the diffusion executor dies in the inline stage, requests queued",
+        ExitCode.FATAL_ENGINE,
+        _fatal_among("fatal", 8),
+        sigint_after_fault=_EXIT_DEADLINE,
+    ),
+    *_both(
         "stage-killed",
         "the pipeline's only stage process is SIGKILLed",
         ExitCode.STAGE_LOST,

@@ -1,12 +1,15 @@
 """`FakeExecutor`: vLLM-Omni's `DiffusionExecutor` interface on CPU, under the real `DiffusionEngine`.
 
 It behaves as `MultiprocDiffusionExecutor` does with one worker: a worker-side failure comes back
-as that request's `DiffusionOutput.from_exception(exc)`; a lost worker marks the executor dead,
-fires the failure callbacks and raises `EngineDeadError` from `execute_*`.
+as that request's `DiffusionOutput.from_exception(exc)`. A lost worker is reported first: the
+executor's worker monitor marks it dead and fires the failure callbacks (`check_health` raises
+`EngineDeadError` from then on); the call in flight notices only at its next poll of the result
+queue (`_NOTICE_S` here, up to 5 s there) and raises `EngineDeadError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +23,10 @@ from vllm_omni.diffusion.worker.utils import BatchRunnerOutput, RunnerOutput
 from omni_errors_fake_diffusion.faults import fault_of, mark, raise_fault
 
 __all__ = ["FakeExecutor", "install"]
+
+#: How long after its worker is lost the call in flight notices: `MultiprocDiffusionExecutor` polls
+#: its result queue in 5 s chunks, and its worker monitor has reported the loss by then.
+_NOTICE_S = 0.5
 
 
 class FakeExecutor(DiffusionExecutor):
@@ -47,7 +54,8 @@ class FakeExecutor(DiffusionExecutor):
             fault = fault_of(new_req.req.prompt)
             if fault == "fatal":
                 mark(fault)
-                self._lose_worker()
+                self._lose_worker()  # the worker monitor's report
+                time.sleep(_NOTICE_S)
                 raise EngineDeadError()
             try:
                 if fault is not None:

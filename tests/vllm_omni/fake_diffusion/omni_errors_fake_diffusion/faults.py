@@ -33,7 +33,7 @@ PATH_TEXT = (
 FAULTS = {
     "oom": "torch.OutOfMemoryError in the worker (per-request in vLLM-Omni 0.30; fatal by type)",
     "oom-wrapped": "RuntimeError wrapping a torch.OutOfMemoryError (a library's wrapper; seed 003)",
-    "fatal": "the executor dies (a worker process lost): EngineDeadError from execute, failure callbacks fire",
+    "fatal": "the executor dies (a worker process lost): the failure callbacks fire, then EngineDeadError from execute",
     "value": "ValueError with a checkpoint path in the worker (internal: never a client error)",
     "guardrail": "vLLM-Omni's OmniClientError 422 from a content guardrail",
     "slow": "takes 2 s (keeps the request in flight while another one fails)",
