@@ -101,7 +101,8 @@ bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each 
 # series into UPSTREAM_TREE and every prefix into UPSTREAM_TREE-K. The tests put the patched package
 # first on .venv-omni's path (PYTHONPATH): the same torch and vLLM, no second install.
 UPSTREAM_TREE := .cache/vllm-omni-0.30.0-upstream
-UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py
+UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
+	tests/vllm_omni/test_multinode_after.py
 
 upstream-tree: audit-corpus ## apply the upstream patch series (and each prefix) to the vllm-omni 0.30.0 sources in .cache/
 	$(BIN)/python tests/vllm_omni/upstream_tree.py --prefixes
