@@ -30,7 +30,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni
+	lock-omni upstream-tree upstream-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -110,6 +110,21 @@ pytest-multinode:
 
 bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
 	$(OMNI_BIN)/python benches/plugin_startup.py
+
+# The upstream series (upstream/vllm-omni/0.30.0, docs/upstream.md) applied to the unpacked 0.30.0 wheel:
+# every patch `git apply --check`ed on the tree its predecessors made, then applied (no fuzz), the whole
+# series into UPSTREAM_TREE and every prefix into UPSTREAM_TREE-K. The tests put the patched package
+# first on .venv-omni's path (PYTHONPATH): the same torch and vLLM, no second install.
+UPSTREAM_TREE := .cache/vllm-omni-0.30.0-upstream
+UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
+	tests/vllm_omni/test_multinode_after.py
+
+upstream-tree: audit-corpus ## apply the upstream patch series (and each prefix) to the vllm-omni 0.30.0 sources in .cache/
+	$(BIN)/python tests/vllm_omni/upstream_tree.py --prefixes
+
+upstream-test: build-omni upstream-tree ## the vLLM-Omni after-cases on the patched tree (the plugin patching only what is not upstreamed)
+	PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
+		$(OMNI_BIN)/python -m pytest $(UPSTREAM_TESTS)
 
 lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
 	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \

@@ -24,11 +24,13 @@ from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
 from omni_errors.chaos.target import Launch
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
-__all__ = ["MODEL", "OmniServer", "assert_clean_exit", "error_of", "serve"]
+__all__ = ["MODEL", "UPSTREAM_TREE", "OmniServer", "assert_clean_exit", "error_of", "serve", "upstreamed_logged"]
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 600.0  # a cold import of vLLM-Omni on two shared cores takes minutes
 STOP_GRACE = 10.0
+#: Set by `make upstream-test`: the suites run on the upstream series' tree, first on the path.
+UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
 
 
 class OmniServer:
@@ -194,3 +196,8 @@ def assert_clean_exit(server: OmniServer) -> None:
     orphans, shm = server.leftovers()
     assert orphans == [], f"stage processes left running: {orphans}"
     assert shm == [], f"shared memory left in /dev/shm: {shm}"
+
+
+def upstreamed_logged(server: OmniServer) -> bool:
+    """Whether the server's plugin said it patches nothing on the targets the series retired."""
+    return "are upstreamed (nothing patched there)" in server.log()

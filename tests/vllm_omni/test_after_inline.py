@@ -11,7 +11,7 @@ import pytest
 from omni_errors.chaos.harness import LEAKS
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import DEAD_MESSAGE
-from omni_server import OmniServer, assert_clean_exit, error_of, serve
+from omni_server import UPSTREAM_TREE, OmniServer, assert_clean_exit, error_of, serve, upstreamed_logged
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +22,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
 def test_the_plugins_decision_is_logged_and_on_metrics(server: OmniServer) -> None:
     assert server.metric("omni_errors_vllm_omni_plugin_info", decision="enabled", vllm_omni="0.30.0") == 1
     assert "omni-errors: plugin enabled for vllm-omni 0.30.0" in server.log()
+    assert upstreamed_logged(server) is (UPSTREAM_TREE is not None)  # make upstream-test: the series' tree
 
 
 def test_chat_route_internal_error_is_500_internal_server_error_sanitized(server: OmniServer) -> None:

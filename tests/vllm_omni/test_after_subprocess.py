@@ -11,7 +11,7 @@ import pytest
 from omni_errors.chaos.harness import LEAKS
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import DEAD_MESSAGE
-from omni_server import OmniServer, assert_clean_exit, error_of, serve
+from omni_server import UPSTREAM_TREE, OmniServer, assert_clean_exit, error_of, serve, upstreamed_logged
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
 
 def test_stage_errors_cross_the_zmq_hop_with_their_record(server: OmniServer) -> None:
     """Status, type, stage and request id survive StageDiffusionProc -> client -> orchestrator -> HTTP."""
+    assert upstreamed_logged(server) is (UPSTREAM_TREE is not None)  # make upstream-test: the series' tree
     internal = server.chat("a cat [fault:value]")
     assert internal.status_code == 500
     error = error_of(internal)

@@ -9,6 +9,8 @@ What it patches is data: `manifest.TARGETS`, one entry per replaced attribute, e
 fingerprint of the original it was written against. `register()` checks every entry against the
 installed sources (`verify`, which reads files and imports nothing) before it patches anything;
 one target that differs refuses the whole plugin in that process, with one log line naming it.
+A target whose source shows its upstream change (the series in `upstream/vllm-omni/`) is
+*upstreamed*: nothing is patched there, and the rest is patched as usual.
 Accepted, each module is patched right after its import (`hooks`), so a process that never
 imports the orchestrator or the API server never pays for their patches. A patch that cannot be
 applied then (its attribute missing at run time, its factory failing) refuses the plugin too:
@@ -29,6 +31,7 @@ from typing import Any
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.fast_exit import skip_final_collections
+from omni_errors.vllm_omni.manifest import Target, targets_by_module
 from omni_errors.vllm_omni.settings import KEYS_ENV, LOG_NAME
 from omni_errors.vllm_omni.verify import Check, State, check, installed
 
@@ -46,8 +49,11 @@ _API_SERVER = "vllm_omni.entrypoints.openai.api_server"
 class Decision(enum.Enum):
     """What `register()` decided in a process."""
 
-    #: every target matched the installed sources; the patches apply as their modules load.
+    #: every target matched the installed sources or is upstreamed; the patches of those that
+    #: matched apply as their modules load.
     ENABLED = "enabled"
+    #: every target shows its upstream change: nothing to patch.
+    UPSTREAMED = "upstreamed"
     #: switched off (`OMNI_ERRORS_VLLM_OMNI=0`, or `unapply()`).
     DISABLED = "disabled"
     #: a target differs from (or is missing in) the installed sources: nothing is patched; or a patch
@@ -90,12 +96,31 @@ def decide() -> Status:
         return Status(Decision.ABSENT, "vllm-omni is not installed")
 
     checks = tuple(check())
-    bad = [c for c in checks if c.state is not State.MATCHES]
+    bad = [c for c in checks if c.state not in (State.MATCHES, State.UPSTREAMED)]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         reason = f"{bad[0].target.key} {bad[0].state.value}: {bad[0].reason}{more}"
         return Status(Decision.REFUSED, reason, version, checks)
+    upstreamed = sum(c.state is State.UPSTREAMED for c in checks)
+    if upstreamed == len(checks):
+        return Status(
+            Decision.UPSTREAMED, f"all {len(checks)} targets are upstreamed: nothing to patch", version, checks
+        )
+    if upstreamed:
+        matched = len(checks) - upstreamed
+        reason = f"{matched} targets match the installed sources, {upstreamed} are upstreamed (nothing patched there)"
+        return Status(Decision.ENABLED, reason, version, checks)
     return Status(Decision.ENABLED, f"all {len(checks)} targets match the installed sources", version, checks)
+
+
+def _to_patch() -> dict[str, list[Target]]:
+    """The targets to patch, by module: every target but those upstreamed."""
+    decided = _status
+    upstreamed = {c.target.key for c in decided.checks if c.state is State.UPSTREAMED} if decided else set()
+    grouped = {
+        module: [t for t in targets if t.key not in upstreamed] for module, targets in targets_by_module().items()
+    }
+    return {module: targets for module, targets in grouped.items() if targets}
 
 
 def _log_decision(decided: Status) -> None:
@@ -106,8 +131,10 @@ def _log_decision(decided: Status) -> None:
             decided.vllm_omni,
             decided.reason,
         )
-    elif decided.decision is Decision.ENABLED:
-        _decision_log.info("omni-errors: plugin enabled for vllm-omni %s: %s", decided.vllm_omni, decided.reason)
+    elif decided.decision in (Decision.ENABLED, Decision.UPSTREAMED):
+        _decision_log.info(
+            "omni-errors: plugin %s for vllm-omni %s: %s", decided.decision.value, decided.vllm_omni, decided.reason
+        )
 
 
 def _publish(module: ModuleType) -> None:
@@ -128,14 +155,13 @@ def _set_gauge() -> None:
 
 
 def _patch_module(module: ModuleType) -> None:
-    from omni_errors.vllm_omni.manifest import targets_by_module
     from omni_errors.vllm_omni.patching import ApplyError, apply
 
     decided = _status
     if decided is None or decided.decision is not Decision.ENABLED:
         return  # switched off or refused in another thread since this hook was set
     try:
-        apply(module, targets_by_module()[module.__name__])
+        apply(module, _to_patch()[module.__name__])
     except Exception as exc:  # omni-errors: ignore[OE202]: the failure is the refusal's reason, logged
         reason = str(exc) if isinstance(exc, ApplyError) else f"{module.__name__}: {type(exc).__name__}: {exc}"
         _refuse_at_apply(reason)
@@ -184,7 +210,7 @@ def register() -> None:
             return
         _status = decide()
     _log_decision(_status)
-    if _status.decision not in (Decision.ENABLED, Decision.REFUSED):
+    if _status.decision not in (Decision.ENABLED, Decision.REFUSED, Decision.UPSTREAMED):
         return
     if _status.decision is Decision.ENABLED:
         _check_keys()
@@ -193,9 +219,7 @@ def register() -> None:
 
     when_imported(_API_SERVER, _publish)
     if _status.decision is Decision.ENABLED:
-        from omni_errors.vllm_omni.manifest import targets_by_module
-
-        for module in targets_by_module():
+        for module in _to_patch():
             if _status.decision is not Decision.ENABLED:
                 break  # a module already imported could not be patched: the plugin is refused
             when_imported(module, _patch_module)

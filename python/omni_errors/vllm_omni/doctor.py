@@ -28,7 +28,13 @@ from omni_errors.vllm_omni.manifest import Process
 __all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
 
 #: The exit status of `omni-errors doctor` for each decision.
-EXIT_STATUS = {Decision.ENABLED: 0, Decision.REFUSED: 3, Decision.DISABLED: 4, Decision.ABSENT: 5}
+EXIT_STATUS = {
+    Decision.ENABLED: 0,
+    Decision.UPSTREAMED: 0,
+    Decision.REFUSED: 3,
+    Decision.DISABLED: 4,
+    Decision.ABSENT: 5,
+}
 #: The exit status when the plugin is enabled but `OMNI_ERRORS_VLLM_OMNI_KEYS` cannot be used.
 KEYS_UNUSABLE = 6
 
@@ -75,7 +81,7 @@ def report() -> dict[str, Any]:
     """Everything `doctor` prints, as JSON-ready data."""
     status: Status = decide()
     loaded, why_not = _loaded_by_vllm()
-    if status.decision in (Decision.ENABLED, Decision.REFUSED) and not loaded:
+    if status.decision in (Decision.ENABLED, Decision.REFUSED, Decision.UPSTREAMED) and not loaded:
         status = Status(Decision.DISABLED, str(why_not), status.vllm_omni, status.checks)
     enabled = status.decision is Decision.ENABLED
     return {
@@ -95,6 +101,7 @@ def report() -> dict[str, Any]:
                 "state": c.state.value,
                 "fingerprint": c.fingerprint,
                 "recorded": dict(c.target.fingerprints),
+                "upstreamed": dict(c.target.upstreamed),
                 "reason": c.reason,
             }
             for c in status.checks
@@ -123,8 +130,9 @@ def _target_lines(targets: list[dict[str, Any]]) -> list[str]:
     for t in targets:
         grouped[t["process"]].setdefault(t["target"].partition(":")[0], []).append(t)
     names = [t["target"].partition(":")[2] for t in targets]
-    width = min(max(len(n) for n in names), WIDTH - 6 - _COLUMNS)
-    lines = [f"  {'target':<{width + 4}}  {'kind':<7}  {'state':<7}  fingerprint"]
+    states = max(7, *(len(t["state"]) for t in targets))  # "upstreamed" widens the column
+    width = min(max(len(n) for n in names), WIDTH - 6 - _COLUMNS - (states - 7))
+    lines = [f"  {'target':<{width + 4}}  {'kind':<7}  {'state':<{states}}  fingerprint"]
     for process, by_module in grouped.items():
         if by_module:
             lines.append(f"  {process}")
@@ -132,12 +140,12 @@ def _target_lines(targets: list[dict[str, Any]]) -> list[str]:
             lines.append(f"    {module}")
             for t in rows:
                 name = t["target"].partition(":")[2]
-                columns = f"{t['kind']:<7}  {t['state']:<7}  {t['fingerprint'] or '-'}"
+                columns = f"{t['kind']:<7}  {t['state']:<{states}}  {t['fingerprint'] or '-'}"
                 if len(name) > width:  # a name longer than its column gets a line of its own
                     lines += [f"      {name}", f"      {'':<{width}}  {columns}"]
                 else:
                     lines.append(f"      {name:<{width}}  {columns}")
-                if t["state"] != "matches":
+                if t["state"] not in ("matches", "upstreamed"):
                     lines += _wrapped(f"^ {t['reason']}", "        ", "          ")
     return lines
 

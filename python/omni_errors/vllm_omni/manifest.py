@@ -23,14 +23,18 @@ An entry names:
 - where it runs: `process`, the process the patched code runs in (`Process`), and `hop`, the leg of
   the record's route from a failing stage to its client, or the duty beside that route, it serves
   (`Hop`);
-- and why: `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary.
+- and why: `does` and `upstream`, the change in vLLM-Omni that would make it unnecessary;
+- once that change is written (the series in `upstream/vllm-omni/`, docs/upstream.md): `upstreamed`,
+  release -> the fingerprint after the series of the definition that shows it (`upstreamed_at`,
+  "module:Qual", when it is not the target's original), None where the series deletes it. A target
+  whose installed source shows it is *upstreamed*: the plugin patches nothing there.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["TARGETS", "Hop", "InExcept", "Kind", "Process", "Target", "render_table", "targets_by_module"]
 
@@ -119,6 +123,8 @@ class Target:
     in_except: tuple[InExcept, ...] = ()
     defined_in: str | None = None
     public: bool = False
+    upstreamed: Mapping[str, str | None] = field(default_factory=dict)
+    upstreamed_at: str | None = None
 
     @property
     def key(self) -> str:
@@ -137,11 +143,21 @@ class Target:
         module, _, qualname = self.defined_in.partition(":")
         return module, qualname
 
+    @property
+    def upstream_source(self) -> tuple[str, str]:
+        """(module, qualname) of the definition whose fingerprint says the upstream change is in."""
+        if self.upstreamed_at is None:
+            return self.source
+        module, _, qualname = self.upstreamed_at.partition(":")
+        return module, qualname
+
 
 _D = "vllm_omni.diffusion"
 _E = "vllm_omni.entrypoints"
 _C = "vllm_omni.distributed.omni_connectors"
 _R030 = "0.30.0"
+# A target the series changes but does not retire: the patch still holds on the new body.
+_S030 = "0.30.0+series"
 _TOMBSTONE_UPSTREAM = "the payload transport carries a failure marker beside payloads, and the receiver fails on it"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
@@ -158,6 +174,8 @@ TARGETS: tuple[Target, ...] = (
            upstream="`DiffusionOutput` gets a `details: OmniErrorDetails` field set in `from_exception`"),
     Target(f"{_D}.executor.uniproc_executor", "UniProcDiffusionExecutor", "collective_rpc",
            "diffusion:make_collective_rpc", Kind.WRAP, {_R030: "f70c10935e8f26bb"},
+           upstreamed={_R030: "499a2e41f1ae70df"},
+           upstreamed_at=f"{_D}.executor.uniproc_executor:UniProcDiffusionExecutor.execute_request",
            process=Process.STAGE, hop=Hop.WORKER,
            does="a failing worker answers `DiffusionOutput.from_exception(exc)`, as a multiprocess worker "
                 "does, instead of `DiffusionOutput(error=str(exc))`",
@@ -361,7 +379,7 @@ TARGETS: tuple[Target, ...] = (
            does="raises `rebuild(record)` instead of guessing client-or-`RuntimeError` from the status",
            upstream="the same"),
     Target(f"{_E}.omni_base", "OmniBase", "_record_request_failure_once", "api:make_record_failure", Kind.WRAP,
-           {_R030: "e32500db98babfb0"},
+           {_R030: "e32500db98babfb0"}, upstreamed={_R030: "1dd29c144bf5e24d"},
            in_except=(InExcept(f"{_E}.async_omni:AsyncOmni.generate", "_record_request_failure_once"),),
            process=Process.API_SERVER, hop=Hop.METRICS,
            does="a client failure is counted as `requests_failed_total{reason=\"client_error\"}`, not "
@@ -370,6 +388,7 @@ TARGETS: tuple[Target, ...] = (
     Target(f"{_E}.omni_base", None, "normalize_failure_reason", "api:make_normalize_reason", Kind.WRAP,
            {_R030: "95a3bec30130ec9b"},
            defined_in="vllm_omni.metrics.utils:normalize_failure_reason",
+           upstreamed={_R030: "072bbf6f669cfbb2"}, upstreamed_at="vllm_omni.metrics.utils:FAILURE_REASONS",
            process=Process.API_SERVER, hop=Hop.METRICS,
            does="keeps the `client_error` reason",
            upstream="the failure reason follows the record's category"),
@@ -379,7 +398,7 @@ TARGETS: tuple[Target, ...] = (
            does="after a fatal failure, no 2 s abort wait before answering",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.WRAP,
-           {_R030: "aca56e6e65c2909b"},
+           {_R030: "aca56e6e65c2909b", _S030: "4848a68da226b7bf"},
            process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, a new request gets the fatal record at once",
            upstream="a dead engine fails requests immediately"),
@@ -409,6 +428,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="routes raise; the handler renders"),
     Target(f"{_E}.openai.serving_chat", "OmniOpenAIServingChat", "_create_error_response",
            "api:make_chat_error_response", Kind.REPLACE, {_R030: "fb2977bc6a511dcd"},
+           upstreamed={_R030: "a392b43c4db3d9e8"},
            in_except=(InExcept(f"{_E}.openai.serving_chat:OmniOpenAIServingChat._create_diffusion_chat_completion",
                                "_create_error_response"),),
            process=Process.API_SERVER, hop=Hop.HTTP,
@@ -416,7 +436,7 @@ TARGETS: tuple[Target, ...] = (
                 "status, `code`, `type` agree, message sanitized",
            upstream="the diffusion chat route raises, or calls `create_error_response(exc)`"),
     Target(f"{_E}.openai.video.generation.helpers", None, "_video_error_from_exception", "api:make_video_error",
-           Kind.REPLACE, {_R030: "a2fb14c8958d8eed"},
+           Kind.REPLACE, {_R030: "a2fb14c8958d8eed"}, upstreamed={_R030: "550745ac6652f1e8"},
            relies_on=("VideoError.code", "VideoError.message"),
            process=Process.API_SERVER, hop=Hop.HTTP,
            does="stores the record's status and sanitized message",

@@ -48,6 +48,8 @@ class State(enum.Enum):
     """How one target compares with the installed source."""
 
     MATCHES = "matches"
+    #: the installed source shows the upstream change (`Target.upstreamed`): nothing to patch there.
+    UPSTREAMED = "upstreamed"
     DIFFERS = "differs"
     MISSING = "missing"
 
@@ -280,6 +282,9 @@ def check(targets: Sequence[Target] = TARGETS) -> list[Check]:
     for target in targets:
         module, qualname = target.source
         wanted.setdefault(module, set()).add("fp:" + qualname)
+        if target.upstreamed:
+            module, qualname = target.upstream_source
+            wanted.setdefault(module, set()).add("fp:" + qualname)
         for context in target.in_except:
             caller_module, key = _context_key(context)
             wanted.setdefault(caller_module, set()).add(key)
@@ -292,7 +297,25 @@ def check(targets: Sequence[Target] = TARGETS) -> list[Check]:
     return [_judge(target, facts) for target in targets]
 
 
+def _upstreamed(target: Target, facts: dict[str, dict[str, str | bool | None] | None]) -> Check | None:
+    """The target's check when the installed source shows the upstream change, else None."""
+    if not target.upstreamed:
+        return None
+    module, qualname = target.upstream_source
+    fingerprint = (facts.get(module) or {}).get("fp:" + qualname)
+    if not isinstance(fingerprint, str):
+        fingerprint = None
+    for release, expected in target.upstreamed.items():
+        if fingerprint == expected:
+            where = "deleted" if expected is None else f"{qualname} {fingerprint}"
+            return Check(target, State.UPSTREAMED, fingerprint, f"the {release} series' change is in ({where})")
+    return None
+
+
 def _judge(target: Target, facts: dict[str, dict[str, str | bool | None] | None]) -> Check:
+    upstreamed = _upstreamed(target, facts)
+    if upstreamed is not None:
+        return upstreamed
     module, qualname = target.source
     known = facts.get(module)
     if known is None:

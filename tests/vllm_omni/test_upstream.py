@@ -1,0 +1,230 @@
+"""The upstream series (`upstream/vllm-omni/0.30.0`, docs/upstream.md) against the manifest and the plugin.
+
+Without a server: every prefix of the series applies cleanly to the 0.30.0 wheel's sources; the
+targets the series retires show their recorded fingerprints after it (and not before), every other
+target keeps a fingerprint the plugin accepts, and its calling contexts still hold; on every
+prefix, `register()` patches exactly the targets not yet upstreamed. On the patched tree itself
+(`make upstream-test`, which puts it first on the path): vLLM-Omni's own retired code does what the
+plugin did, and `omni-errors doctor` says so. `make upstream-test` then runs the *after* suites
+on the same tree.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import upstream_tree
+from omni_errors.vllm_omni.manifest import TARGETS, Target
+from omni_errors.vllm_omni.verify import called_in_except, find_definition, fingerprint_node
+
+RELEASE = "0.30.0"
+#: The patched tree, when this run has it first on the path (`make upstream-test`).
+ON_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
+RETIRED = [t for t in TARGETS if t.upstreamed]
+
+
+@pytest.fixture(scope="module")
+def prefixes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Every prefix of the series applied (patch 1, patches 1-2, ...), each `--check`ed first."""
+    root = tmp_path_factory.mktemp("series")
+    count = len(upstream_tree.patches())
+    return [upstream_tree.build(k, dest=root / f"prefix-{k}") for k in range(1, count + 1)]
+
+
+def _fingerprint(tree: Path, module: str, qualname: str) -> str | None:
+    path = tree.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if not path.is_file():
+        return None
+    node = find_definition(ast.parse(path.read_bytes()), qualname)
+    return None if node is None else fingerprint_node(node)
+
+
+def _retires(patch: Path) -> list[str]:
+    """The manifest keys a patch's body says it retires: its `Retires` paragraph, one `- key` a line."""
+    paragraph = patch.read_text().partition("Retires (omni-errors manifest):\n")[2].partition("\n\n")[0]
+    return [line[2:].split(" ", 1)[0] for line in paragraph.splitlines() if line.startswith("- ")]
+
+
+def test_the_series_is_numbered_and_every_prefix_applies_cleanly(prefixes: list[Path]) -> None:
+    names = [p.name for p in upstream_tree.patches()]
+    assert names and [n[:4] for n in names] == [f"{i:04d}" for i in range(1, len(names) + 1)]
+    assert len(prefixes) == len(names)
+
+
+def test_each_patch_says_what_it_retires_fixes_tests_and_notes() -> None:
+    retired: list[str] = []
+    for patch in upstream_tree.patches():
+        text = patch.read_text()
+        for heading in ("RFC phase", "Retires (omni-errors manifest):", "Fixes:", "Tests:", "Release note:", "Size:"):
+            assert heading in text, f"{patch.name} has no {heading!r}"
+        retired += _retires(patch)
+    assert sorted(retired) == sorted(t.key for t in RETIRED), "each retired entry is named by one patch"
+
+
+@pytest.mark.parametrize("target", RETIRED, ids=lambda t: t.key)
+def test_a_retired_target_shows_its_upstream_fingerprint_after_the_series_only(
+    target: Target, prefixes: list[Path]
+) -> None:
+    module, qualname = target.upstream_source
+    release = _fingerprint(upstream_tree.vllm_omni_tree().parent, module, qualname)
+    assert release != target.upstreamed[RELEASE], "the release itself must not read as upstreamed"
+    assert _fingerprint(prefixes[-1], module, qualname) == target.upstreamed[RELEASE]
+
+
+#: The targets whose original the series could change (vLLM's own and pyzmq's are not in the tree).
+IN_TREE = [t for t in TARGETS if not t.upstreamed and t.source[0].startswith("vllm_omni.")]
+
+
+@pytest.mark.parametrize("target", IN_TREE, ids=lambda t: t.key)
+def test_every_other_target_keeps_a_fingerprint_the_plugin_accepts(target: Target, prefixes: list[Path]) -> None:
+    for tree in prefixes:
+        assert _fingerprint(tree, *target.source) in target.fingerprints.values(), tree.name
+        for context in target.in_except:
+            module, _, caller = context.caller.partition(":")
+            path = tree.joinpath(*module.split(".")).with_suffix(".py")
+            node = find_definition(ast.parse(path.read_bytes()), caller)
+            assert node is not None and called_in_except(node, context), f"{tree.name}: {context}"
+
+
+_PROBE = r"""
+import json, sys
+import omni_errors.vllm_omni as plugin
+from omni_errors.vllm_omni.manifest import TARGETS
+from omni_errors.vllm_omni.patching import applied
+plugin.register()
+import importlib
+for module in sorted({t.module for t in TARGETS if t.module != "zmq"}):
+    importlib.import_module(module)
+import vllm_omni
+print(json.dumps({
+    "decision": plugin.status().decision.value,
+    "reason": plugin.status().reason,
+    "patched": sorted(t.key for t in applied()),
+    "vllm_omni": vllm_omni.__file__,
+}))
+"""
+
+
+def _probe(tree: Path, tmp_path: Path, probe: str = _PROBE) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(tree),
+        "OMNI_ERRORS_CACHE_DIR": str(tmp_path / "cache"),
+        "OMNI_ERRORS_VLLM_OMNI": "1",
+        "VLLM_TARGET_DEVICE": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("count", [1, None], ids=["prefix-1", "whole-series"])
+def test_register_patches_exactly_the_targets_not_yet_upstreamed(
+    count: int | None, prefixes: list[Path], tmp_path: Path
+) -> None:
+    tree = prefixes[(count or len(prefixes)) - 1]
+    report = _probe(tree, tmp_path)
+    assert report["vllm_omni"].startswith(str(tree))
+    upstreamed = {t.key for t in RETIRED if _fingerprint(tree, *t.upstream_source) == t.upstreamed[RELEASE]}
+    assert upstreamed  # every prefix retires something
+    assert report["decision"] == "enabled"
+    assert f"{len(upstreamed)} are upstreamed (nothing patched there)" in report["reason"]
+    expected = {t.key for t in TARGETS if t.key not in upstreamed}  # zmq too: vLLM-Omni imports it
+    assert set(report["patched"]) == expected
+
+
+@pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
+def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"],
+        env={**os.environ, "OMNI_ERRORS_CACHE_DIR": str(tmp_path), "OMNI_ERRORS_VLLM_OMNI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    states = {t["target"]: t["state"] for t in report["targets"]}
+    assert {k for k, s in states.items() if s == "upstreamed"} == {t.key for t in RETIRED}
+    assert {s for k, s in states.items() if s != "upstreamed"} == {"matches"}
+    assert report["decision"] == "enabled"
+
+
+@pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
+def test_video_job_stores_the_record_in_vllm_omnis_own_function(tmp_path: Path) -> None:
+    """Behaviour 5 on the patched tree, the plugin patching nothing there: what the plugin stored."""
+    probe = _PROBE.replace(
+        "print(json.dumps({",
+        "import vllm_omni.entrypoints.openai.video.generation.helpers as helpers\n"
+        "from omni_errors.vllm_omni.patching import is_patched\n"
+        "error = helpers._video_error_from_exception(ValueError('could not read /home/alice/ckpt/model.safetensors'))\n"
+        "print(json.dumps({'video': {'code': error.code, 'message': error.message},"
+        " 'video_patched': is_patched(helpers._video_error_from_exception),",
+    )
+    report = _probe(Path(str(ON_TREE)), tmp_path, probe)
+    assert report["video"] == {"code": 500, "message": "could not read <path>"}
+    assert report["video_patched"] is False
+
+
+_EXECUTOR_PROBE = r"""
+import json
+from types import SimpleNamespace
+import torch
+import omni_errors.vllm_omni as plugin
+plugin.register()
+from omni_errors.vllm_omni.patching import is_patched
+from omni_errors.vllm_omni.records import carried
+from vllm_omni.diffusion.executor.uniproc_executor import UniProcDiffusionExecutor
+
+
+class OutOfMemoryWorker:  # the in-process worker's fault: what torch raises on a full device
+    def execute_method(self, method, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+executor = UniProcDiffusionExecutor.__new__(UniProcDiffusionExecutor)  # _init_executor builds a real worker
+executor.__dict__.update(_closed=False, _is_failed=False, _failure_callbacks=[], _warned_about_timeout=False,
+                         driver_worker=OutOfMemoryWorker(), od_config=None)
+request = SimpleNamespace(request_id="r1", req=SimpleNamespace(request_id="r1"), diffusion_kv_metadata=None)
+out = executor.execute_request(SimpleNamespace(scheduled_new_reqs=[request], kv_prefetch_job=None))
+value = carried(out.get_request_output("r1").result)
+print(json.dumps({
+    "collective_rpc_patched": is_patched(UniProcDiffusionExecutor.collective_rpc),
+    "record": None if value is None else [value.details.status_code, value.details.fatal, int(value.exit_code)],
+}))
+"""
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_inline_executor_answers_an_oom_with_its_record(tree: str, prefixes: list[Path], tmp_path: Path) -> None:
+    """Seed 003 in vLLM-Omni's own in-process executor: the release with the plugin's wrap, and the
+    patched tree with nothing patched there, give the engine the same output (OOM by type: 81)."""
+    where = upstream_tree.vllm_omni_tree().parent if tree == "release" else prefixes[-1]
+    report = _probe(where, tmp_path, _EXECUTOR_PROBE)
+    assert report == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
+
+
+def test_every_target_upstreamed_is_the_upstreamed_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The series' last step: nothing left to patch. `decide` judges the checks `verify` returns."""
+    import omni_errors.vllm_omni as plugin
+    from omni_errors.vllm_omni.doctor import EXIT_STATUS
+    from omni_errors.vllm_omni.verify import Check, State
+
+    monkeypatch.setattr(plugin, "check", lambda: [Check(t, State.UPSTREAMED, None, "in") for t in TARGETS])
+    monkeypatch.setenv(plugin.ENV_VAR, "1")
+    decided = plugin.decide()
+    assert decided.decision is plugin.Decision.UPSTREAMED
+    assert decided.reason == f"all {len(TARGETS)} targets are upstreamed: nothing to patch"
+    assert EXIT_STATUS[decided.decision] == 0
