@@ -30,7 +30,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test
+	lock-omni upstream-tree upstream-test pytest-upstream
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,17 +54,18 @@ run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 
 bench: build audit-corpus ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
-# The three suites run side by side: each is mostly one process's imports and server starts, or
-# waits on a deadline (the multi-node cases), so together they take about the time of the longest
-# on a 2-core machine; every test holds beside a CPU-bound load by design. --output-sync keeps each
-# suite's output in one piece.
+# The four suites run side by side (.venv; one-host and multi-node .venv-omni; the after-cases on the
+# upstream series' tree): each is mostly one process's imports and server starts, or waits on a
+# deadline (the multi-node cases), so together they take about the time of the longest on a 2-core
+# machine; every test holds beside a CPU-bound load by design. --output-sync keeps each suite's
+# output in one piece.
 test: export OMNI_PHASES := $(PHASE_LOG)
 test: ## every check CI runs: lints, Rust tests, both Python environments; ends with each phase's time
 	@$(PHASES) start
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
-test-steps: build build-omni audit-corpus netns-deps lint test-rust
-	$(MAKE) --no-print-directory -j3 --output-sync=target pytest pytest-omni pytest-multinode
+test-steps: build build-omni audit-corpus upstream-tree netns-deps lint test-rust
+	$(MAKE) --no-print-directory -j4 --output-sync=target pytest pytest-omni pytest-multinode pytest-upstream
 
 test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
 	$(TIMED) cargo-test -- $(CARGO) test --quiet
@@ -120,10 +121,12 @@ UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_in
 	tests/vllm_omni/test_multinode_after.py
 
 upstream-tree: audit-corpus ## apply the upstream patch series (and each prefix) to the vllm-omni 0.30.0 sources in .cache/
-	$(BIN)/python tests/vllm_omni/upstream_tree.py --prefixes
+	$(TIMED) upstream-tree -- $(BIN)/python tests/vllm_omni/upstream_tree.py --prefixes
 
-upstream-test: build-omni upstream-tree ## the vLLM-Omni after-cases on the patched tree (the plugin patching only what is not upstreamed)
-	PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
+upstream-test: build-omni upstream-tree pytest-upstream ## the vLLM-Omni after-cases on the patched tree (the plugin patching only what is not upstreamed)
+
+pytest-upstream:
+	$(TIMED) pytest-upstream -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
 		$(OMNI_BIN)/python -m pytest $(UPSTREAM_TESTS)
 
 lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
