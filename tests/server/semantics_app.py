@@ -130,6 +130,12 @@ CASES: dict[str, Case] = {
                            400, "BadRequestError", "bad voice", "voice", 1),
     "http_404": Case(lambda: HTTPException(404), 404, "NotFoundError", "Not Found"),
     "http_429": Case(lambda: HTTPException(429, "slow down"), 429, "TooManyRequestsError", "slow down"),
+    # Headers a route sets on its HTTPException reach the client (the envelope's framing stays its own).
+    "http_401": Case(lambda: HTTPException(401, headers={"WWW-Authenticate": 'Bearer realm="omni"'}), 401,
+                     "UnauthorizedError", "Unauthorized"),
+    "http_429_headers": Case(lambda: HTTPException(429, "slow down", headers={
+                                 "Retry-After": "30", "X-RateLimit-Remaining": "0", "Content-Length": "999999"}),
+                             429, "TooManyRequestsError", "slow down"),
     "request_validation": Case(_validation_error, 400, "BadRequestError", "1 validation error:\n  body.model: "
                                "Field required", "model"),
     "oom": Case(lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), 500,
