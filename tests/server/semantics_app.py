@@ -33,7 +33,7 @@ from omni_errors.semantics.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
-from omni_errors.server import install
+from omni_errors.server import BodyLimit, install
 from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from torch._inductor.exc import InductorError
@@ -51,6 +51,7 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 DEAD = DEAD_MESSAGE
+BODY_LIMIT = 4096  # bytes; `BodyLimit` answers 413 above it
 # vLLM >= 0.31 only; their cases are left out on vLLM 0.30 (the vLLM-Omni environment).
 ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
 ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
@@ -190,6 +191,7 @@ def _request_id(request: Request | WebSocket) -> str | None:
 
 def build_app() -> FastAPI:
     app = FastAPI()
+    app.add_middleware(BodyLimit, max_body_bytes=BODY_LIMIT)  # before attach_router: inside the instrumentation
     attach_router(app)  # vLLM's wiring: Instrumentator(...).instrument(app).expose(app) + /metrics mount
     install(app, on_fatal=FATAL_SEEN.append)
     store = JobStore()
