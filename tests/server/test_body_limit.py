@@ -66,5 +66,7 @@ def test_the_413_is_counted_as_the_client_saw_it(server: Server) -> None:
     before = _count_413(server)
     httpx.post(f"{server.base}/v1/body", content=_body(BODY_LIMIT * 4), headers=JSON, timeout=10)
     with httpx.Client(timeout=10) as client:
-        client.send(httpx.Request("POST", f"{server.base}/v1/body", content=_chunks(_body(BODY_LIMIT * 4)), headers=JSON))
+        client.send(
+            httpx.Request("POST", f"{server.base}/v1/body", content=_chunks(_body(BODY_LIMIT * 4)), headers=JSON)
+        )
     assert _count_413(server) - before == 2
