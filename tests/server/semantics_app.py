@@ -33,7 +33,7 @@ from omni_errors.semantics.exceptions import (
     OmniServiceUnavailableError,
     OmniStageTimeoutError,
 )
-from omni_errors.server import install
+from omni_errors.server import BodyLimit, install
 from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from torch._inductor.exc import InductorError
@@ -51,6 +51,7 @@ from vllm.exceptions import (
 from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
 DEAD = DEAD_MESSAGE
+BODY_LIMIT = 4096  # bytes; `BodyLimit` answers 413 above it
 # vLLM >= 0.31 only; their cases are left out on vLLM 0.30 (the vLLM-Omni environment).
 ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
 ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
@@ -130,6 +131,12 @@ CASES: dict[str, Case] = {
                            400, "BadRequestError", "bad voice", "voice", 1),
     "http_404": Case(lambda: HTTPException(404), 404, "NotFoundError", "Not Found"),
     "http_429": Case(lambda: HTTPException(429, "slow down"), 429, "TooManyRequestsError", "slow down"),
+    # Headers a route sets on its HTTPException reach the client (the envelope's framing stays its own).
+    "http_401": Case(lambda: HTTPException(401, headers={"WWW-Authenticate": 'Bearer realm="omni"'}), 401,
+                     "UnauthorizedError", "Unauthorized"),
+    "http_429_headers": Case(lambda: HTTPException(429, "slow down", headers={
+                                 "Retry-After": "30", "X-RateLimit-Remaining": "0", "Content-Length": "999999"}),
+                             429, "TooManyRequestsError", "slow down"),
     "request_validation": Case(_validation_error, 400, "BadRequestError", "1 validation error:\n  body.model: "
                                "Field required", "model"),
     "oom": Case(lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), 500,
@@ -184,6 +191,7 @@ def _request_id(request: Request | WebSocket) -> str | None:
 
 def build_app() -> FastAPI:
     app = FastAPI()
+    app.add_middleware(BodyLimit, max_body_bytes=BODY_LIMIT)  # before attach_router: inside the instrumentation
     attach_router(app)  # vLLM's wiring: Instrumentator(...).instrument(app).expose(app) + /metrics mount
     install(app, on_fatal=FATAL_SEEN.append)
     store = JobStore()

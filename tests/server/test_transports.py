@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
 from omni_errors.render.websocket import CLIENT_CLOSE_CODE, SERVER_CLOSE_CODE
 from prometheus_client.parser import text_string_to_metric_families
 from semantics_app import CASES, FATAL_SEEN, NO_FALLBACK, SECRET, Case, Server
@@ -36,11 +37,27 @@ def test_http(server: Server, name: str) -> None:
     assert body == _expected(case, f"req-{name}")
 
 
-def test_retry_after_is_sent_when_the_failure_says_when(server: Server) -> None:
+def test_every_503_says_when_to_retry(server: Server) -> None:
     retry = httpx.get(f"{server.base}/http/unavailable_retry", timeout=10)
-    assert retry.status_code == 503 and retry.headers["Retry-After"] == "7"
-    plain = httpx.get(f"{server.base}/http/unavailable", timeout=10)
-    assert plain.status_code == 503 and "Retry-After" not in plain.headers
+    assert retry.status_code == 503 and retry.headers["Retry-After"] == "7"  # the failure's own
+    for name in ("unavailable", "queue_overflow"):
+        plain = httpx.get(f"{server.base}/http/{name}", timeout=10)
+        assert plain.status_code == 503 and plain.headers["Retry-After"] == str(DEFAULT_RETRY_AFTER_S)
+    not_503 = httpx.get(f"{server.base}/http/stage_timeout", timeout=10)
+    assert not_503.status_code == 504 and "Retry-After" not in not_503.headers
+
+
+def test_headers_survive_rendering(server: Server) -> None:
+    auth = httpx.get(f"{server.base}/http/http_401", timeout=10)
+    assert auth.status_code == 401 and auth.headers["WWW-Authenticate"] == 'Bearer realm="omni"'
+    limited = httpx.get(f"{server.base}/http/http_429_headers", timeout=10)
+    assert limited.headers["Retry-After"] == "30" and limited.headers["X-RateLimit-Remaining"] == "0"
+    assert limited.headers["Content-Length"] == str(len(limited.content))  # the envelope's own framing
+    assert limited.json()["error"]["code"] == 429
+    # Starlette's own 405 carries the route's methods in `Allow` (RFC 9110), through our renderer.
+    wrong = httpx.request("TRACE", f"{server.base}/http/not_found", timeout=10)
+    assert wrong.status_code == wrong.json()["error"]["code"] == 405
+    assert wrong.headers["Allow"] == "GET"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

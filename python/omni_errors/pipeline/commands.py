@@ -11,7 +11,9 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from omni_errors.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
 from omni_errors.pipeline.faults import PROCESS_KINDS
+from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
 
 __all__ = ["SHM_PREFIX", "add_command", "main"]
 
@@ -56,6 +58,21 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drain-timeout", type=float, default=10.0, help="on SIGTERM, seconds in-flight requests may finish"
     )
+    p.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="a request body larger than N bytes is answered 413 before it is read, chunked uploads "
+        "included (default: %(default)s, 16 MiB: a full-size input audio in base64 and the rest)",
+    )
+    p.add_argument(
+        "--retry-after",
+        type=_positive_int,
+        default=DEFAULT_RETRY_AFTER_S,
+        metavar="SECONDS",
+        help="the Retry-After of a 503 that does not say when to retry itself (default: %(default)s)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     f = p.add_argument_group("fault injection (off by default; for demos and tests)")
     f.add_argument("--fault", choices=PROCESS_KINDS, help="inject this fault into a stage process")
@@ -67,6 +84,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="honour X-Omni-Fault headers and omni_fault body fields (otherwise rejected with 400)",
     )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def _inherited_listener(fd: int) -> socket.socket:
@@ -116,7 +140,13 @@ def _run_serve(args: argparse.Namespace) -> int:
         host=host,
         port=port,
         log_level=args.log_level,
-        limits=Limits(model=args.model, max_tokens=args.max_tokens, allow_request_faults=args.allow_request_faults),
+        limits=Limits(
+            model=args.model,
+            max_tokens=args.max_tokens,
+            allow_request_faults=args.allow_request_faults,
+            max_body_bytes=args.max_body_bytes,
+        ),
+        retry_after_s=args.retry_after,
         pipeline=PipelineConfig(
             step_interval=args.step_interval,
             max_num_seqs=tuple(args.max_num_seqs),

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vllm.exceptions import VLLMNotFoundError, VLLMValidationError
 
 from omni_errors.pipeline.audio import decode_wav_b64
+from omni_errors.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
 from omni_errors.pipeline.faults import REQUEST_KINDS, FaultSpec, parse_header
 
 __all__ = ["ChatRequest", "JobRequest", "Limits", "SpeechRequest", "chat_payload", "speech_payload"]
@@ -31,6 +32,7 @@ class Limits:
     max_tokens: int = 256  # the largest max_tokens a request may ask for
     default_max_tokens: int = 32
     allow_request_faults: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # a larger request body is answered 413 before it is read
 
 
 class ChatMessage(BaseModel):

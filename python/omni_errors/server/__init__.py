@@ -1,7 +1,10 @@
-"""FastAPI/Starlette wiring: `install(app, *, raw_fallbacks=True)` registers omni_errors' handlers."""
+"""FastAPI/Starlette wiring: `install(app, *, raw_fallbacks=True)` registers omni_errors' handlers;
+`BodyLimit` bounds request bodies (413); `document_errors` puts the error contract in `/openapi.json`."""
 
 from __future__ import annotations
 
+from omni_errors.server.body_limit import BodyLimit, BodyTooLargeError
+from omni_errors.server.openapi import document_errors, error_responses
 from omni_errors.server.register import handled_classes, install
 
-__all__ = ["handled_classes", "install"]
+__all__ = ["BodyLimit", "BodyTooLargeError", "document_errors", "error_responses", "handled_classes", "install"]

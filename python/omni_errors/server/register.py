@@ -27,6 +27,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
+from omni_errors.render.http import DEFAULT_RETRY_AFTER_S, http_response, response_headers
 from omni_errors.semantics.reporting import FatalHook, report
 
 __all__ = ["handled_classes", "install", "make_handler"]
@@ -80,9 +81,11 @@ def _request_id(request: HTTPConnection) -> str | None:
     return request.headers.get("x-request-id")
 
 
-def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> Callable[[Any, Any], Any]:
-    """The one handler: `report` the exception, rendered as HTTP or, on a websocket route, as its close."""
-    from omni_errors.render.http import http_response
+def make_handler(
+    *, raw_fallbacks: bool, on_fatal: FatalHook | None = None, retry_after_s: int = DEFAULT_RETRY_AFTER_S
+) -> Callable[[Any, Any], Any]:
+    """The one handler: `report` the exception, rendered as HTTP (with the headers the exception
+    asks for, `render.http.response_headers`) or, on a websocket route, as its close."""
     from omni_errors.render.websocket import send_error
 
     async def handle(conn: HTTPConnection, exc: Exception) -> Response | None:
@@ -95,20 +98,19 @@ def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> C
         if isinstance(conn, WebSocket):  # ExceptionMiddleware also serves websocket routes
             await report(exc, partial(send_error, conn), where=where, **context)
             return None
-        return report(exc, partial(http_response, headers=_retry_after(exc)), where=where, **context)
+        render = partial(http_response, headers=response_headers(exc), retry_after_s=retry_after_s)
+        return report(exc, render, where=where, **context)
 
     return handle
 
 
-def _retry_after(exc: Exception) -> dict[str, str] | None:
-    """`Retry-After` for an exception that says when to retry (`OmniServiceUnavailableError.retry_after`)."""
-    seconds = getattr(exc, "retry_after", None)
-    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
-        return {"Retry-After": str(seconds)}
-    return None
-
-
-def install(app: Any, *, raw_fallbacks: bool = True, on_fatal: FatalHook | None = None) -> None:
+def install(
+    app: Any,
+    *,
+    raw_fallbacks: bool = True,
+    on_fatal: FatalHook | None = None,
+    retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+) -> None:
     """Register the handlers on `app` (FastAPI or Starlette).
 
     Args:
@@ -117,10 +119,11 @@ def install(app: Any, *, raw_fallbacks: bool = True, on_fatal: FatalHook | None 
             (400) and `NotImplementedError` (501); off, they are 500 like any unknown failure.
         on_fatal: called with the record of a fatal error (e.g. to start the lifecycle's shutdown),
             after it is counted and before the response is sent.
+        retry_after_s: the `Retry-After` of a 503 whose exception does not say when to retry.
     """
     from omni_errors.server.websocket import WebSocketSafetyNet
 
-    handler = make_handler(raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)
+    handler = make_handler(raw_fallbacks=raw_fallbacks, on_fatal=on_fatal, retry_after_s=retry_after_s)
     for cls in handled_classes():
         app.add_exception_handler(cls, handler)
     app.add_middleware(WebSocketSafetyNet, raw_fallbacks=raw_fallbacks, on_fatal=on_fatal)

@@ -17,14 +17,20 @@ from omni_errors.pipeline.routes import request_id
 from omni_errors.pipeline.schemas import ChatRequest, Limits, chat_payload
 from omni_errors.pipeline.service import Collected, Event, Service
 from omni_errors.render.sse import SSE_DONE, sse_guard
+from omni_errors.server.openapi import error_responses
 
 __all__ = ["routes"]
+
+
+_CHAT_200: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The completion, or (stream) its chunks", "content": {"text/event-stream": {}}}
+}
 
 
 def routes(service: Service, limits: Limits) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/chat/completions")
+    @router.post("/v1/chat/completions", responses={**_CHAT_200, **error_responses(400, 404, 409, 422, 503, 504)})
     async def chat(
         req: ChatRequest,
         x_request_id: str | None = Header(default=None),

@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import Service
 from omni_errors.semantics.exceptions import OmniServiceUnavailableError
+from omni_errors.server.openapi import error_responses
 
 __all__ = ["routes"]
 
@@ -15,7 +16,7 @@ __all__ = ["routes"]
 def routes(service: Service, limits: Limits) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/health")
+    @router.get("/health", responses=error_responses(503))
     async def health() -> Response:
         h = service.supervisor.health()
         if not h.ok:

@@ -18,11 +18,12 @@ from vllm.exceptions import VLLMValidationError
 
 from omni_errors._native import MAX_REQUEST_ID_LEN
 from omni_errors.pipeline.audio import audio_response_body
-from omni_errors.pipeline.routes import acceptable_id
+from omni_errors.pipeline.routes import AUDIO_200, acceptable_id
 from omni_errors.pipeline.schemas import JobRequest, Limits, speech_payload
 from omni_errors.pipeline.service import Service
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
 from omni_errors.semantics.exceptions import OmniConflictError
+from omni_errors.server.openapi import error_responses
 
 __all__ = ["routes"]
 
@@ -40,7 +41,7 @@ def routes(service: Service, limits: Limits) -> APIRouter:
             return
         store.complete(job_id, *audio_response_body(result.pcm, fmt))
 
-    @router.post("/v1/jobs")
+    @router.post("/v1/jobs", responses=error_responses(404, 409, 503))
     async def create_job(req: JobRequest, x_omni_fault: str | None = Header(default=None)) -> Response:
         payload = speech_payload(req, limits, x_omni_fault)
         job_id = req.id or f"job-{uuid.uuid4().hex}"
@@ -56,11 +57,12 @@ def routes(service: Service, limits: Limits) -> APIRouter:
         task.add_done_callback(tasks.discard)
         return job_metadata_response(job)
 
-    @router.get("/v1/jobs/{job_id}")
+    @router.get("/v1/jobs/{job_id}", responses=error_responses(404))
     async def get_job(job_id: str) -> Response:
         return job_metadata_response(store.get(job_id))
 
-    @router.get("/v1/jobs/{job_id}/content")
+    # A failed job's content answers its stored record's status (400 included: a stage's client error).
+    @router.get("/v1/jobs/{job_id}/content", responses={**AUDIO_200, **error_responses(400, 404, 409, 503, 504)})
     async def get_job_content(job_id: str) -> Response:
         return job_content(store.get(job_id))
 

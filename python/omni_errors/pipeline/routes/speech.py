@@ -6,9 +6,10 @@ from fastapi import APIRouter, Header
 from starlette.responses import Response
 
 from omni_errors.pipeline.audio import audio_response_body
-from omni_errors.pipeline.routes import request_id
+from omni_errors.pipeline.routes import AUDIO_200, request_id
 from omni_errors.pipeline.schemas import Limits, SpeechRequest, speech_payload
 from omni_errors.pipeline.service import Service
+from omni_errors.server.openapi import error_responses
 
 __all__ = ["routes"]
 
@@ -16,7 +17,7 @@ __all__ = ["routes"]
 def routes(service: Service, limits: Limits) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/audio/speech")
+    @router.post("/v1/audio/speech", responses={**AUDIO_200, **error_responses(404, 409, 503, 504)})
     async def speech(
         req: SpeechRequest,
         x_request_id: str | None = Header(default=None),

@@ -1,0 +1,79 @@
+"""The error contract of an HTTP server, as checks any test can run on a response: ours against
+`omni-errors serve`, and the plugin's against vLLM-Omni.
+
+- `error_body_problems(status, content_type, body)`: what is wrong with one error response (empty
+  when nothing): the record's shape (`{"error": {message, type, param, code[, request_id][, stage_id]}}`
+  and nothing else), `error.code` equal to the HTTP status, and no internals in its text (a path,
+  a traceback, an address, an internal attribute name, a credential);
+- `error_body_is_the_record`: the same as a Schemathesis check, registered on import
+  (`@schemathesis.check`), so every `case.call_and_validate()` in a process that imports this
+  module runs it; the CLI loads it with `SCHEMATHESIS_HOOKS=http_contract` (tests/ on `PYTHONPATH`).
+
+It checks the output, not the sanitizer: the patterns are what a client must never read, written
+independently of the rules that remove them (`omni_errors.chaos.harness.LEAKS`, plus the
+addresses and attribute names a fuzzer reached in vLLM-Omni's 500s).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import schemathesis
+from omni_errors.chaos.harness import LEAKS
+
+__all__ = ["INTERNALS", "error_body_is_the_record", "error_body_problems"]
+
+#: Internals beyond `LEAKS`: a Python attribute error's wording and names, object reprs, addresses
+#: a server or a link binds (IPv4 with a port, ZMQ endpoints).
+INTERNALS = re.compile(
+    r"has no attribute|AttributeError|NoneType|object at 0x|<[\w.]+ object|\b__\w+__\b"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b|\b(?:tcp|ipc|inproc)://"
+)
+_REQUIRED = {"message": str, "type": str, "code": int}
+_OPTIONAL = {"request_id": str, "stage_id": int}
+_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def error_body_problems(status: int, content_type: str | None, body: bytes) -> list[str]:
+    """Everything that is wrong with an error response (status >= 400); [] for a good one or a success."""
+    if status < 400:
+        return []
+    if not (content_type or "").startswith("application/json"):
+        return [f"content type {content_type!r}, not application/json"]
+    try:
+        document: Any = json.loads(body)
+    except ValueError:
+        return ["the body is not JSON"]
+    if not isinstance(document, dict) or set(document) != {"error"} or not isinstance(document["error"], dict):
+        return ['the body is not {"error": {...}}']
+    error: dict[str, Any] = document["error"]
+    problems = [
+        f"error.{k} is missing or not {t.__name__}" for k, t in _REQUIRED.items() if type(error.get(k)) is not t
+    ]
+    problems += [
+        f"error.{k} is not {t.__name__}" for k, t in _OPTIONAL.items() if k in error and type(error[k]) is not t
+    ]
+    if "param" not in error or not (error["param"] is None or isinstance(error["param"], str)):
+        problems.append("error.param is missing or not a string or null")
+    if extra := set(error) - {*_REQUIRED, *_OPTIONAL, "param"}:
+        problems.append(f"error has fields the record does not: {sorted(extra)}")
+    if error.get("code") != status:
+        problems.append(f"error.code {error.get('code')!r} is not the HTTP status {status}")
+    if isinstance(error.get("type"), str) and not _TYPE.fullmatch(error["type"]):
+        problems.append(f"error.type {error['type']!r} is not an identifier")
+    for key in ("message", "param", "request_id"):
+        text = error.get(key)
+        if isinstance(text, str) and (found := LEAKS.search(text) or INTERNALS.search(text)):
+            problems.append(f"error.{key} shows an internal: {found.group(0)!r}")
+    return problems
+
+
+@schemathesis.check
+def error_body_is_the_record(ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Any) -> None:
+    """Schemathesis check: an error response is the record's envelope, and shows no internals."""
+    content_type = next(iter(response.headers.get("content-type", [])), None)
+    problems = error_body_problems(response.status_code, content_type, response.content)
+    if problems:
+        raise AssertionError("; ".join(problems))
