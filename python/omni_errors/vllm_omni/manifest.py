@@ -99,6 +99,17 @@ _R030 = "0.30.0"
 _TOMBSTONE_UPSTREAM = "the payload transport carries a failure marker beside payloads, and the receiver fails on it"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
+_ADMISSION_UPSTREAM = "a paused or sleeping engine rejects new requests with 503, as vLLM's `engine_paused` does"
+_ADMISSION_FIELDS = (
+    "AsyncOmni._pause_cond",
+    "AsyncOmni._paused",
+    "AsyncOmni._hold_admission_until_resume",
+    "AsyncOmni._paused_stage_ids",
+    "AsyncOmni._sleeping_tags",
+    "AsyncOmni._stage_sleeping_tags",
+    "AsyncOmni._level2_sleeping",
+    "AsyncOmni.engine",
+)
 _REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rejoin window"
 
 # fmt: off
@@ -335,6 +346,35 @@ TARGETS: tuple[Target, ...] = (
            hop="no round trip to a dead pipeline",
            does="after a fatal failure, a new request gets the fatal record at once",
            upstream="a dead engine fails requests immediately"),
+    Target(f"{_E}.async_omni", "AsyncOmni", "__init__", "admission:make_init", Kind.WRAP,
+           {_R030: "f21a1147bc4f6565"},
+           relies_on=("AsyncOmni._pause_cond", "AsyncOmni._submit_with_admission"),
+           hop="admission",
+           does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
+                "wake-up running) ends after 0.5 s (`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "
+                "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 5 s)",
+           upstream=_ADMISSION_UPSTREAM),
+    Target(f"{_E}.async_omni", "AsyncOmni", "sleep", "admission:make_sleep", Kind.WRAP,
+           {_R030: "cae33c385e02bbb2"},
+           relies_on=_ADMISSION_FIELDS,
+           hop="admission",
+           does="a sleep that raised, whose acks report a failure or that a stage did not acknowledge puts every "
+                "admission and sleep field back and raises a record naming the stage (501 unsupported, else 500); "
+                "a sleep of no stage changes nothing",
+           upstream="sleep is all or nothing and fails on a failed ack"),
+    Target(f"{_E}.async_omni", "AsyncOmni", "wake_up", "admission:make_wake_up", Kind.WRAP,
+           {_R030: "6c6c8f0f59e8074b"},
+           relies_on=_ADMISSION_FIELDS,
+           hop="admission",
+           does="the same for a wake-up; after a level-2 sleep, 501 naming the stage",
+           upstream="wake-up is all or nothing and fails on a failed ack"),
+    Target(f"{_E}.openai.api_server", None, "health", "admission:make_health", Kind.WRAP,
+           {_R030: "88b0835c90d52907"},
+           relies_on=("router",),
+           hop="admission",
+           does="the route's endpoint: the same status (503 only for a dead engine, as vLLM's), and a paused or "
+                "sleeping server says so: `status`, `is_sleeping`, `is_paused` (vLLM's keys), `stage_id`, `message`",
+           upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.openai.api_server", None, "_register_omni_exception_handlers", "api:make_register_handlers",
            Kind.WRAP, {_R030: "9f2feb929dbb14ea"},
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
