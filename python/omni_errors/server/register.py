@@ -29,7 +29,7 @@ from starlette.websockets import WebSocket
 
 from omni_errors.semantics.reporting import FatalHook, report
 
-__all__ = ["handled_classes", "install", "make_handler", "retry_after_header"]
+__all__ = ["handled_classes", "install", "make_handler"]
 
 # Raw types: the four migration fallbacks, plus the builtin bases most internal failures derive from,
 # so that they too are answered inside the instrumentation instead of by ServerErrorMiddleware.
@@ -95,12 +95,12 @@ def make_handler(*, raw_fallbacks: bool, on_fatal: FatalHook | None = None) -> C
         if isinstance(conn, WebSocket):  # ExceptionMiddleware also serves websocket routes
             await report(exc, partial(send_error, conn), where=where, **context)
             return None
-        return report(exc, partial(http_response, headers=retry_after_header(exc)), where=where, **context)
+        return report(exc, partial(http_response, headers=_retry_after(exc)), where=where, **context)
 
     return handle
 
 
-def retry_after_header(exc: Exception) -> dict[str, str] | None:
+def _retry_after(exc: Exception) -> dict[str, str] | None:
     """`Retry-After` for an exception that says when to retry (`OmniServiceUnavailableError.retry_after`)."""
     seconds = getattr(exc, "retry_after", None)
     if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:

@@ -54,7 +54,7 @@ _log = logging.getLogger(LOG_NAME)
 #: pause that ends at once (a weight sync), short enough that a client never waits on a sleep.
 DEFAULT_ADMISSION_WAIT_S = 0.5
 #: The `Retry-After` of that 503: when a retry may find the stage awake again.
-DEFAULT_RETRY_AFTER_S = 5
+DEFAULT_RETRY_AFTER_S = 2
 
 
 def _seconds(name: str, default: float, *, whole: bool) -> float:
@@ -132,7 +132,7 @@ def closed(omni: Any) -> Closed | None:
     if transition is not None:
         verb, stages = transition
         stage = _first(stages or asleep)
-        if verb == "wake":
+        if verb == "wake-up":
             return Closed(
                 "waking up", stage, f"Stage {stage} is waking up; retry once the wake-up completes{then_resume}"
             )

@@ -151,6 +151,14 @@ def note_headers(status: int, headers: dict[str, str] | None) -> None:
         noted.setdefault(status, {}).update(headers)
 
 
+def _retry_after_header(exc: Exception) -> dict[str, str] | None:
+    """`Retry-After` for an exception that says when to retry, as the HTTP handler renders it."""
+    seconds = getattr(exc, "retry_after", None)
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        return {"Retry-After": str(seconds)}
+    return None
+
+
 def _handled_record() -> OmniErrorDetails | None:
     """The record of the exception being handled, if the caller is inside an `except` block."""
     exc = sys.exc_info()[1]
@@ -414,7 +422,6 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
     """`OmniOpenAIServingChat._create_error_response` from the handled record."""
     from omni_errors.render import error_response
     from omni_errors.semantics.reporting import report
-    from omni_errors.server.register import retry_after_header
 
     def _create_error_response(
         self: Any, message: str, err_type: str = "BadRequestError", status_code: int = 400
@@ -424,7 +431,7 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
             return original(self, message, err_type, status_code)
         body = report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
         if isinstance(exc, Exception):
-            note_headers(body.error.code, retry_after_header(exc))
+            note_headers(body.error.code, _retry_after_header(exc))
         return body
 
     return _create_error_response

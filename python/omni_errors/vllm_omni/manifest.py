@@ -352,7 +352,7 @@ TARGETS: tuple[Target, ...] = (
            hop="admission",
            does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
                 "wake-up running) ends after 0.5 s (`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "
-                "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 5 s)",
+                "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 2 s)",
            upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.async_omni", "AsyncOmni", "sleep", "admission:make_sleep", Kind.WRAP,
            {_R030: "cae33c385e02bbb2"},
