@@ -241,12 +241,28 @@ def _with_headers(handler: Any) -> Any:
 
     async def handle(conn: Any, exc: Exception) -> Any:
         response = await handler(conn, exc)
-        for name, value in (getattr(exc, "headers", None) or {}).items():
-            if response is not None and name.lower() not in response.headers:
+        headers = dict(getattr(exc, "headers", None) or {})
+        if response is not None and response.status_code == 405:
+            headers["Allow"] = _allowed(conn) or headers.get("Allow", "")
+        for name, value in headers.items():
+            if response is not None and value and name.lower() not in response.headers:
                 response.headers[name] = value
         return response
 
     return handle
+
+
+def _allowed(conn: Any) -> str:
+    """Every method the app serves on the request's path. Starlette's 405 names only the first
+    route that matched the path, and vLLM registers one route per method (`GET` and `POST /ping`)."""
+    from starlette.routing import Match
+
+    probe = {**conn.scope, "method": ""}  # no route serves it: every route of the path matches partly
+    methods: set[str] = set()
+    for route in getattr(conn.scope.get("app"), "routes", ()):
+        if route.matches(probe)[0] is Match.PARTIAL:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
 
 
 def make_register_handlers(module: ModuleType, original: Any) -> Any:
