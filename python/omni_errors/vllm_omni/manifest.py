@@ -383,8 +383,9 @@ TARGETS: tuple[Target, ...] = (
                 "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
                 "renders that record; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
-                "are kept; a route whose serving object was never built (`AttributeError` on `app.state`, or on "
-                "`None` in the route's body) is 501 `NotImplementedError` naming the route, as vLLM 0.33 answers it",
+                "are kept, a 405's `Allow` naming every method of its path; a route whose serving object was "
+                "never built (`AttributeError` on `app.state`, or on `None` in the route's body) is 501 "
+                "`NotImplementedError` naming the route, as vLLM 0.33 answers it",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
            {_R030: "70a272d3d5d4ef37"},
