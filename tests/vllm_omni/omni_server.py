@@ -36,8 +36,11 @@ UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
 class OmniServer:
     """One server; use as a context manager (or call `start()` and `close()`)."""
 
-    def __init__(self, workdir: Path, *, plugin: bool, subprocess_stage: bool) -> None:
+    def __init__(
+        self, workdir: Path, *, plugin: bool, subprocess_stage: bool, env: dict[str, str] | None = None
+    ) -> None:
         self.workdir = workdir
+        self.env = env or {}
         self.target = VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
         self.port = free_port(HOST)
         self.marker = workdir / "fault"
@@ -60,7 +63,7 @@ class OmniServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **command.env},
+                env={**os.environ, **command.env, **self.env},
             )
         self._watcher = ProcessWatcher(self.proc.pid)
         threading.Thread(target=self._watch, daemon=True).start()
@@ -184,10 +187,14 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
     return body["error"]
 
 
-def serve(tmp_path_factory: pytest.TempPathFactory, *, plugin: bool, subprocess_stage: bool) -> Iterator[OmniServer]:
-    """A started server for a module fixture; closed (with its processes) however the module ends."""
+def serve(
+    tmp_path_factory: pytest.TempPathFactory, *, plugin: bool, subprocess_stage: bool, env: dict[str, str] | None = None
+) -> Iterator[OmniServer]:
+    """A started server for a module fixture; closed (with its processes) however the module ends.
+    `env` adds to the server's environment (e.g. vLLM's `VLLM_SERVER_DEV_MODE`)."""
     name = f"omni-{'on' if plugin else 'off'}-{'proc' if subprocess_stage else 'inline'}"
-    with OmniServer(tmp_path_factory.mktemp(name), plugin=plugin, subprocess_stage=subprocess_stage) as server:
+    workdir = tmp_path_factory.mktemp(name)
+    with OmniServer(workdir, plugin=plugin, subprocess_stage=subprocess_stage, env=env) as server:
         yield server
 
 

@@ -14,6 +14,7 @@ import time
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
+from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, Rejoin, unavailable_answer
 from omni_errors.vllm_omni.settings import WINDOW_ENV
 
@@ -27,7 +28,8 @@ def test_a_window_opens_once_and_a_replica_closes_it() -> None:
     again = rejoin.open(0, fatal_record(stage_id=0), ExitCode.OOM)  # the window already runs: kept
     assert again is first and first.code is ExitCode.LINK_LOST
     assert rejoin.outage() is first and rejoin.outage(1) is None
-    assert 0 < first.retry_after() <= 60
+    assert 0 < first.seconds_left() <= 60
+    assert first.retry_after() == RETRY_AFTER_S  # the short hint: a retry may find a replica back
     assert rejoin.expired(0) is None
     assert rejoin.close(0) is first
     assert rejoin.outage(0) is None and rejoin.close(0) is None
@@ -48,7 +50,7 @@ def test_a_window_expires() -> None:
     while rejoin.expired(0) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert rejoin.expired(0) is opened
-    assert opened.retry_after() == 1  # never "retry now"
+    assert opened.retry_after() == opened.seconds_left() == 1  # never "retry now", never past the window
 
 
 def test_a_refused_request_is_told_503_with_its_stage() -> None:

@@ -8,6 +8,11 @@
   `_create_error_response`, the video jobs' `_video_error_from_exception`) use the record of the
   exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
 - `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
+- Headers an `HTTPException` carries (`Allow` on a 405, `WWW-Authenticate`, `Retry-After`) reach
+  the client with the record.
+- A route whose serving object this deployment never built (`/v1/completions`, `/tokenize`, ...:
+  an `AttributeError` on `app.state`, or on `None` in the route's body) answers as vLLM 0.33 does
+  for a model without that API: 501 `NotImplementedError`, naming the route.
 - `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
 - `serve_http`: on a fatal failure the HTTP server first writes the answer of every request in
   flight (`InFlight` counts them; `ANSWER_DEADLINE_S` bounds the wait), then gives what is on its
@@ -21,6 +26,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import inspect
 import logging
 import sys
 from types import ModuleType
@@ -36,6 +43,7 @@ __all__ = [
     "API_RAW_FALLBACKS",
     "GRACEFUL_SHUTDOWN_S",
     "LAST_CALL_S",
+    "AnswerHeaders",
     "InFlight",
     "make_abort_internal",
     "make_chat_error_response",
@@ -47,6 +55,7 @@ __all__ = [
     "make_register_handlers",
     "make_serve_http",
     "make_video_error",
+    "note_headers",
 ]
 
 _log = logging.getLogger(LOG_NAME)
@@ -97,6 +106,59 @@ class InFlight:
         return cls.count == 0
 
 
+#: The headers a helper that builds a body (not a response) wants on its request's answer, by status.
+_answer_headers: contextvars.ContextVar[dict[int, dict[str, str]] | None] = contextvars.ContextVar(
+    "omni_errors_answer_headers", default=None
+)
+
+
+class AnswerHeaders:
+    """An ASGI middleware: the headers an error helper noted (`note_headers`) go on the answer whose
+    status they were noted for. vLLM's chat route builds its error body through a helper and
+    answers `JSONResponse(body)`, which would drop the 503's `Retry-After`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        noted: dict[int, dict[str, str]] = {}  # shared with the route's task, whose context is a copy
+        token = _answer_headers.set(noted)
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] in noted:
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [
+                    (name.lower().encode("latin-1"), value.encode("latin-1"))
+                    for name, value in noted[message["status"]].items()
+                    if name.lower().encode("latin-1") not in present
+                ]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            _answer_headers.reset(token)
+
+
+def note_headers(status: int, headers: dict[str, str] | None) -> None:
+    """Put `headers` on this request's answer if its status is `status` (see `AnswerHeaders`)."""
+    noted = _answer_headers.get()
+    if noted is not None and headers:
+        noted.setdefault(status, {}).update(headers)
+
+
+def _retry_after_header(exc: Exception) -> dict[str, str] | None:
+    """`Retry-After` for an exception that says when to retry, as the HTTP handler renders it."""
+    seconds = getattr(exc, "retry_after", None)
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        return {"Retry-After": str(seconds)}
+    return None
+
+
 def _handled_record() -> OmniErrorDetails | None:
     """The record of the exception being handled, if the caller is inside an `except` block."""
     exc = sys.exc_info()[1]
@@ -135,6 +197,74 @@ def _cause_first(handler: Any) -> Any:
     return handle
 
 
+def _unbuilt(conn: Any, exc: BaseException) -> bool:
+    """Whether `exc` is a route reaching for a serving object this deployment never built: an
+    attribute missing from `app.state`, or one of `None` read in the route's own body (vLLM 0.30's
+    routes call the serving object without checking it, where vLLM 0.33 checks it)."""
+    from starlette.datastructures import State
+
+    if not isinstance(exc, AttributeError):
+        return False
+    if isinstance(exc.obj, State):
+        return True
+    if exc.obj is not None or exc.__traceback__ is None:
+        return False
+    endpoint = conn.scope.get("endpoint")
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return endpoint is not None and tb.tb_frame.f_code is getattr(inspect.unwrap(endpoint), "__code__", None)
+
+
+def _unbuilt_route(handler: Any) -> Any:
+    """A route this deployment does not serve answers as vLLM 0.33 does ("The model does not support
+    ... API": 501 `NotImplementedError`), naming the route, instead of a 500 quoting an attribute."""
+    from omni_errors.semantics.exceptions import OmniNotImplementedError
+
+    async def handle(conn: Any, exc: Exception) -> Any:
+        cause = exc if isinstance(exc, AttributeError) else (exc.__cause__ or exc.__context__)
+        if cause is not None and _unbuilt(conn, cause):
+            route = getattr(conn.scope.get("route"), "path", None) or conn.url.path
+            method = conn.scope.get("method", "GET")
+            refused = OmniNotImplementedError(
+                f"This deployment does not serve {method} {route}: the model does not support it"
+            )
+            return await handler(conn, refused)
+        return await handler(conn, exc)
+
+    return handle
+
+
+def _with_headers(handler: Any) -> Any:
+    """The headers an `HTTPException` carries (`Allow` on a 405, `WWW-Authenticate`, `Retry-After`)
+    reach the client beside the record."""
+
+    async def handle(conn: Any, exc: Exception) -> Any:
+        response = await handler(conn, exc)
+        headers = dict(getattr(exc, "headers", None) or {})
+        if response is not None and response.status_code == 405:
+            headers["Allow"] = _allowed(conn) or headers.get("Allow", "")
+        for name, value in headers.items():
+            if response is not None and value and name.lower() not in response.headers:
+                response.headers[name] = value
+        return response
+
+    return handle
+
+
+def _allowed(conn: Any) -> str:
+    """Every method the app serves on the request's path. Starlette's 405 names only the first
+    route that matched the path, and vLLM registers one route per method (`GET` and `POST /ping`)."""
+    from starlette.routing import Match
+
+    probe = {**conn.scope, "method": ""}  # no route serves it: every route of the path matches partly
+    methods: set[str] = set()
+    for route in getattr(conn.scope.get("app"), "routes", ()):
+        if route.matches(probe)[0] is Match.PARTIAL:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def make_register_handlers(module: ModuleType, original: Any) -> Any:
     """`_register_omni_exception_handlers`: our handlers after vLLM-Omni's own."""
     from fastapi import HTTPException as FastAPIHTTPException
@@ -150,10 +280,12 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
         # call (uvicorn's lifespan startup) builds it again with these handlers in it.
         app.middleware_stack = None
         app.add_middleware(InFlight)
+        app.add_middleware(AnswerHeaders)
         install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
-        handler = _cause_first(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
+        handler = _unbuilt_route(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
+        app.add_exception_handler(AttributeError, handler)
         for cls in (FastAPIHTTPException, HTTPException):
-            app.add_exception_handler(cls, handler)
+            app.add_exception_handler(cls, _with_headers(_cause_first(handler)))
 
     return register
 
@@ -313,7 +445,10 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
         exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
         if exc is None:
             return original(self, message, err_type, status_code)
-        return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
+        body = report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
+        if isinstance(exc, Exception):
+            note_headers(body.error.code, _retry_after_header(exc))
+        return body
 
     return _create_error_response
 

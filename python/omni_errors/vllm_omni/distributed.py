@@ -8,7 +8,8 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
    that keeps its `request_id` and `stage_id`.
 2. A stage left without a live replica opens a rejoin window (`WINDOW_ENV`, default
    `DEFAULT_WINDOW_S`): a new request gets 503 `ServiceUnavailableError` at once, with
-   `Retry-After` the seconds left, and the head's `/health` is 503 (vLLM-Omni's own check).
+   `Retry-After` the short hint (`admission.RETRY_AFTER_S`, never past the window's end; the message
+   says when the window ends), and the head's `/health` is 503 (vLLM-Omni's own check).
 3. A replica that registers within the window restores service, without a restart.
 4. When the window passes, the pipeline ends like any fatal failure (`orchestrator.fail_pipeline`):
    the exit code follows the one fatal policy (`omni_errors.fatal.policy.PRECEDENCE`) over the failures
@@ -32,6 +33,7 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
+from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
 
 __all__ = [
@@ -78,9 +80,14 @@ class Outage:
     code: ExitCode
     deadline: float  # time.monotonic()
 
-    def retry_after(self) -> int:
-        """Whole seconds left in the window (at least 1: a client must not retry at once)."""
+    def seconds_left(self) -> int:
+        """Whole seconds left in the window (at least 1)."""
         return max(1, math.ceil(self.deadline - time.monotonic()))
+
+    def retry_after(self) -> int:
+        """When a retry may succeed: the short hint (`admission.RETRY_AFTER_S`), never past the window's
+        end; a client that honours the window itself would retry only as the head gives up."""
+        return min(RETRY_AFTER_S, self.seconds_left())
 
 
 class Rejoin:
@@ -215,8 +222,10 @@ def unavailable_answer(stage_id: int, request_id: str | None) -> OmniErrorDetail
     """The record of a request refused because its stage has no replica: 503, retried later."""
     from omni_errors.semantics.core_table import unavailable_record
 
+    outage = rejoin().outage(stage_id)
+    window = f" (one may register within {outage.seconds_left()} s, then the server ends)" if outage else ""
     return unavailable_record(
-        f"Stage {stage_id} has no live replica; retry later", stage_id=stage_id, request_id=request_id
+        f"Stage {stage_id} has no live replica; retry later{window}", stage_id=stage_id, request_id=request_id
     )
 
 
@@ -242,7 +251,7 @@ def retry_after(details: OmniErrorDetails) -> int | None:
     if not active() or details.status_code != 503:
         return None
     outage = rejoin().outage(details.stage_id) if details.stage_id is not None else rejoin().outage()
-    return outage.retry_after() if outage is not None else math.ceil(rejoin().window_s)
+    return outage.retry_after() if outage is not None else min(RETRY_AFTER_S, math.ceil(rejoin().window_s))
 
 
 def make_heartbeat_loop(module: ModuleType, original: Any) -> Any:

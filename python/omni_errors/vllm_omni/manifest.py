@@ -88,6 +88,8 @@ class Hop(enum.Enum):
     MEMBERSHIP = "multi-node membership"
     SHUTDOWN = "head shutdown"
     SOCKETS = "deployment sockets"
+    #: a request's admission while the engine is paused or asleep (answered, never left waiting)
+    ADMISSION = "admission"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,17 @@ _S030 = "0.30.0+series"
 _TOMBSTONE_UPSTREAM = "the payload transport carries a failure marker beside payloads, and the receiver fails on it"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
+_ADMISSION_UPSTREAM = "a paused or sleeping engine rejects new requests with 503, as vLLM's `engine_paused` does"
+_ADMISSION_FIELDS = (
+    "AsyncOmni._pause_cond",
+    "AsyncOmni._paused",
+    "AsyncOmni._hold_admission_until_resume",
+    "AsyncOmni._paused_stage_ids",
+    "AsyncOmni._sleeping_tags",
+    "AsyncOmni._stage_sleeping_tags",
+    "AsyncOmni._level2_sleeping",
+    "AsyncOmni.engine",
+)
 _REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rejoin window"
 
 # fmt: off
@@ -402,6 +415,35 @@ TARGETS: tuple[Target, ...] = (
            process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, a new request gets the fatal record at once",
            upstream="a dead engine fails requests immediately"),
+    Target(f"{_E}.async_omni", "AsyncOmni", "__init__", "admission:make_init", Kind.WRAP,
+           {_R030: "f21a1147bc4f6565"},
+           relies_on=("AsyncOmni._pause_cond", "AsyncOmni._submit_with_admission"),
+           process=Process.API_SERVER, hop=Hop.ADMISSION,
+           does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
+                "wake-up running) ends after 0.5 s (`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "
+                "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 2 s)",
+           upstream=_ADMISSION_UPSTREAM),
+    Target(f"{_E}.async_omni", "AsyncOmni", "sleep", "admission:make_sleep", Kind.WRAP,
+           {_R030: "cae33c385e02bbb2"},
+           relies_on=_ADMISSION_FIELDS,
+           process=Process.API_SERVER, hop=Hop.ADMISSION,
+           does="a sleep that raised, whose acks report a failure or that a stage did not acknowledge puts every "
+                "admission and sleep field back and raises a record naming the stage (501 unsupported, else 500); "
+                "a sleep of no stage changes nothing",
+           upstream="sleep is all or nothing and fails on a failed ack"),
+    Target(f"{_E}.async_omni", "AsyncOmni", "wake_up", "admission:make_wake_up", Kind.WRAP,
+           {_R030: "6c6c8f0f59e8074b"},
+           relies_on=_ADMISSION_FIELDS,
+           process=Process.API_SERVER, hop=Hop.ADMISSION,
+           does="the same for a wake-up; after a level-2 sleep, 501 naming the stage",
+           upstream="wake-up is all or nothing and fails on a failed ack"),
+    Target(f"{_E}.openai.api_server", None, "health", "admission:make_health", Kind.WRAP,
+           {_R030: "88b0835c90d52907"},
+           relies_on=("router",),
+           process=Process.API_SERVER, hop=Hop.ADMISSION,
+           does="the route's endpoint: the same status (503 only for a dead engine, as vLLM's), and a paused or "
+                "sleeping server says so: `status`, `is_sleeping`, `is_paused` (vLLM's keys), `stage_id`, `message`",
+           upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.openai.api_server", None, "_register_omni_exception_handlers", "api:make_register_handlers",
            Kind.WRAP, {_R030: "9f2feb929dbb14ea"},
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
@@ -409,7 +451,10 @@ TARGETS: tuple[Target, ...] = (
            does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
                 "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
-                "renders that record",
+                "renders that record; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
+                "are kept, a 405's `Allow` naming every method of its path; a route whose serving object was "
+                "never built (`AttributeError` on `app.state`, or on `None` in the route's body) is 501 "
+                "`NotImplementedError` naming the route, as vLLM 0.33 answers it",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
            {_R030: "70a272d3d5d4ef37"},

@@ -7,7 +7,7 @@ every process vLLM loads plugins in).
 
 from __future__ import annotations
 
-__all__ = ["KEYS_ENV", "LOG_NAME", "WINDOW_ENV"]
+__all__ = ["ADMISSION_WAIT_ENV", "KEYS_ENV", "LOG_NAME", "RETRY_AFTER_ENV", "WINDOW_ENV"]
 
 #: The plugin's logger, under vLLM's: vLLM gives its `vllm` logger a handler in every process it
 #: starts, so the plugin's lines are printed beside vLLM's own, in its format.
@@ -18,3 +18,8 @@ LOG_NAME = "vllm.omni_errors"
 KEYS_ENV = "OMNI_ERRORS_VLLM_OMNI_KEYS"
 #: Seconds a stage without replicas waits for one to register before the head ends (`distributed`).
 WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
+#: Seconds a generation request waits for a paused or sleeping engine to admit it before its 503
+#: (`admission`).
+ADMISSION_WAIT_ENV = "OMNI_ERRORS_ADMISSION_WAIT_S"
+#: The `Retry-After` (whole seconds) of that 503 (`admission`).
+RETRY_AFTER_ENV = "OMNI_ERRORS_RETRY_AFTER_S"

@@ -15,18 +15,21 @@ from typing import Any
 
 import torch
 from vllm.v1.engine.exceptions import EngineDeadError
-from vllm_omni.diffusion.data import DiffusionOutput, OmniDiffusionConfig
+from vllm_omni.diffusion.data import DiffusionOutput, OmniACK, OmniDiffusionConfig
 from vllm_omni.diffusion.diffusion_engine import DiffusionEngine
 from vllm_omni.diffusion.executor.abstract import DiffusionExecutor
 from vllm_omni.diffusion.worker.utils import BatchRunnerOutput, RunnerOutput
 
-from omni_errors_fake_diffusion.faults import fault_of, mark, raise_fault
+from omni_errors_fake_diffusion.faults import control_fails, fault_of, mark, raise_fault
 
 __all__ = ["FakeExecutor", "install"]
 
 #: How long after its worker is lost the call in flight notices: `MultiprocDiffusionExecutor` polls
 #: its result queue in 5 s chunks, and its worker monitor has reported the loss by then.
 _NOTICE_S = 0.5
+
+#: The worker RPCs of `AsyncOmni.sleep`/`wake_up`, and the name a test uses to make one fail.
+_CONTROL_TASKS = {"handle_sleep_task": "sleep", "handle_wake_task": "wake"}
 
 
 class FakeExecutor(DiffusionExecutor):
@@ -80,7 +83,16 @@ class FakeExecutor(DiffusionExecutor):
     ) -> Any:
         if self.is_dead:
             raise EngineDeadError()
-        return None if unique_reply_rank is not None else [None]
+        result = self._control_ack(method, args[0]) if method in _CONTROL_TASKS and args else None
+        return result if unique_reply_rank is not None else [result]
+
+    def _control_ack(self, method: str, task: Any) -> OmniACK:
+        """What a real rank-0 worker's `handle_sleep_task`/`handle_wake_task` answers (nothing to free on
+        CPU), or its error ack when the test asked this control call to fail (`control_fails`)."""
+        task_id = task["task_id"] if isinstance(task, dict) else task.task_id
+        if control_fails(_CONTROL_TASKS[method]):
+            return OmniACK(task_id=task_id, status="ERROR", error_msg=f"{_CONTROL_TASKS[method]} failed on the worker")
+        return OmniACK(task_id=task_id, status="SUCCESS", stage_id=getattr(self.od_config, "stage_id", 0), rank=0)
 
     def check_health(self) -> None:
         if self._failed:

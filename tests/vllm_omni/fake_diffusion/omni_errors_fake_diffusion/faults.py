@@ -11,7 +11,7 @@ import os
 import re
 import time
 
-__all__ = ["FAULTS", "fault_of", "mark", "raise_fault"]
+__all__ = ["CONTROL_FAULT_FILE", "FAULTS", "control_fails", "fault_of", "mark", "raise_fault"]
 
 #: File the fake appends `<unix time> <stage> <fault>` to when a fault fires (the chaos harness's marker).
 MARKER_ENV = "OMNI_FAKE_DIFFUSION_MARKER"
@@ -41,6 +41,23 @@ FAULTS = {
     "die": "the stage process is SIGKILLed (a segfault, the OOM killer): only in the subprocess mode",
     "freeze": "the stage process is SIGSTOPped: silent on every link, as a host cut off the network looks",
 }
+
+
+#: Beside the marker file: a file of that name holding "sleep" or "wake" makes that control call's ack
+#: an error (a worker that failed to offload or restore), until the test removes it.
+CONTROL_FAULT_FILE = "control-fault"
+
+
+def control_fails(call: str) -> bool:
+    """Whether the test asked the worker's `call` ("sleep" or "wake") to fail."""
+    path = os.environ.get(MARKER_ENV)
+    if not path:
+        return False
+    try:
+        with open(os.path.join(os.path.dirname(path), CONTROL_FAULT_FILE), encoding="utf-8") as fault:
+            return fault.read().strip() == call
+    except OSError:
+        return False
 
 
 def mark(name: str) -> None:
