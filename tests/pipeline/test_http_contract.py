@@ -11,13 +11,14 @@ Two clients read the document:
 - a client generated from the document by openapi-python-client, which must parse every error
   the fuzzer got and, through its own per-operation functions, each error status a case below provokes.
 
-The app's Prometheus metrics are registered while it is built and removed at the end, so that an
-app instrumented later in this process (tests/server's) finds the names free.
+The app's HTTP metrics (registered by the instrumentator at its first request) are removed at the
+end, so that an app instrumented later in this process (tests/server's) finds the names free.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import subprocess
@@ -94,8 +95,10 @@ class Contract:
     supervisor: Supervisor
 
 
-def _built(service: Service) -> tuple[ASGIApp, list[Any]]:
-    """`build_app`'s app, and the Prometheus collectors it registered."""
+@contextlib.contextmanager
+def _instrumentation_removed() -> Iterator[None]:
+    """Unregister, on leaving, the HTTP metrics (`http_*`) the instrumentator registers meanwhile:
+    it creates them when the app's middleware stack is built, at its first request."""
     added: list[Any] = []
     register = REGISTRY.register
 
@@ -105,8 +108,12 @@ def _built(service: Service) -> tuple[ASGIApp, list[Any]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(REGISTRY, "register", recording)
-        app = build_app(service, LIMITS)
-    return app, added
+        try:
+            yield
+        finally:
+            for collector in added:
+                if all(metric.name.startswith("http_") for metric in collector.describe()):
+                    REGISTRY.unregister(collector)
 
 
 def _generate_client(document: dict[str, Any], where: Path) -> ModuleType:
@@ -123,11 +130,9 @@ def _generate_client(document: dict[str, Any], where: Path) -> ModuleType:
 
 def _document() -> dict[str, Any]:
     """The app's OpenAPI document, read before any test runs (Schemathesis parametrizes from it at
-    collection); the app built to read it is dropped, its metrics with it."""
-    app, collectors = _built(Service(PipelineConfig(), LifecycleConfig()))
-    document: dict[str, Any] = app.openapi()  # type: ignore[attr-defined]
-    for collector in collectors:
-        REGISTRY.unregister(collector)
+    collection), from an app built for it alone."""
+    with _instrumentation_removed():
+        document: dict[str, Any] = build_app(Service(PipelineConfig(), LifecycleConfig()), LIMITS).openapi()
     return document
 
 
@@ -140,24 +145,22 @@ schema = schemathesis.openapi.from_dict(
 @pytest.fixture(scope="module")
 def contract(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Contract]:
     service = Service(PipelineConfig(step_interval=0.002), LifecycleConfig(startup_timeout=120, shm_prefix="omni_c24_"))
-    app, collectors = _built(service)
-    served = OnLoop(app)
     supervisor = service.supervisor
     pids: list[int] = []
-    try:
-        served.run(supervisor.start())
-        pids += supervisor.pids
-        client = _generate_client(DOCUMENT, tmp_path_factory.mktemp("generated"))
-        yield Contract(served, client, supervisor)
-    finally:
-        served.run(supervisor.shutdown(exit_code=ExitCode.OK))
-        served.run(supervisor.wait_dead())
-        served.close()
-        sys.path[:] = [p for p in sys.path if "generated" not in Path(p).name]
-        for name in [m for m in sys.modules if m.split(".")[0] == "contract_client"]:
-            del sys.modules[name]
-        for collector in collectors:
-            REGISTRY.unregister(collector)
+    with _instrumentation_removed():
+        served = OnLoop(build_app(service, LIMITS))
+        try:
+            served.run(supervisor.start())
+            pids += supervisor.pids
+            client = _generate_client(DOCUMENT, tmp_path_factory.mktemp("generated"))
+            yield Contract(served, client, supervisor)
+        finally:
+            served.run(supervisor.shutdown(exit_code=ExitCode.OK))
+            served.run(supervisor.wait_dead())
+            served.close()
+            sys.path[:] = [p for p in sys.path if "generated" not in Path(p).name]
+            for name in [m for m in sys.modules if m.split(".")[0] == "contract_client"]:
+                del sys.modules[name]
     left = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     assert not left, f"stage processes left running: {left}"
 
