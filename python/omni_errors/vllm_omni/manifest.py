@@ -417,7 +417,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "__init__", "admission:make_init", Kind.WRAP,
            {_R030: "f21a1147bc4f6565"},
-           relies_on=("AsyncOmni._pause_cond", "AsyncOmni._submit_with_admission"),
+           relies_on=(*_ADMISSION_FIELDS, "AsyncOmni._submit_with_admission"),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
                 "wake-up running) ends after 0.5 s (`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "

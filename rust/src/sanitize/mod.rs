@@ -22,6 +22,7 @@ mod tokens;
 mod traceback;
 mod truncate;
 mod url;
+mod webhooks;
 
 use std::borrow::Cow;
 

@@ -1,7 +1,7 @@
 //! Credentials found by their context: `key=value` forms whose key names a credential, CLI flags,
-//! pydantic errors that echo a secret field, `Bearer <token>`, and webhook URLs.
+//! pydantic errors that echo a secret field, and `Bearer <token>` (webhook URLs: `webhooks`).
 
-use super::chars::{blanks_after, blanks_before, ends_ci, is, run_end, starts_ci, word_before, KEY};
+use super::chars::{blanks_after, blanks_before, ends_ci, is, run_end, word_before, KEY};
 use super::lexicon::{
     intl_key_before, is_placeholder, is_scheme, is_secret_key, may_end_with_secret_key, BARE_SCHEMES,
 };
@@ -390,44 +390,6 @@ pub(crate) fn bare_scheme(cx: &Cx<'_>, i: usize) -> Found {
     }
 }
 
-/// Webhook hosts and the path prefix after which the rest of the URL is the credential.
-const HOOKS: [(&str, &str); 5] = [
-    ("hooks.slack.com", "/services/"),
-    ("discord.com", "/api/webhooks/"),
-    ("discordapp.com", "/api/webhooks/"),
-    ("api.telegram.org", "/bot"),
-    ("outlook.office.com", "/webhook/"),
-];
-
-/// Where the credential starts in a webhook URL's `path` on `host`, if it is one.
-pub(crate) fn hook_secret(host: &str, path: &str) -> Option<usize> {
-    let (_, prefix) = HOOKS.iter().find(|(h, _)| host.eq_ignore_ascii_case(h))?;
-    let p = path.as_bytes();
-    let first = *p.get(prefix.len())?;
-    (starts_ci(p, 0, prefix.as_bytes()) && (first.is_ascii_alphanumeric() || matches!(first, b'_' | b':' | b'-')))
-        .then_some(prefix.len())
-}
-
-/// `hooks.slack.com/services/T0/B0/XXX` outside a URL, found from the `/` after the host.
-pub(crate) fn hook(cx: &Cx<'_>, i: usize) -> Found {
-    let b = cx.b;
-    if !ends_ci(b, i, b".com") && !ends_ci(b, i, b".org") {
-        return Found::Miss;
-    }
-    let Some((host, _)) = HOOKS.iter().find(|(h, _)| ends_ci(b, i, h.as_bytes())) else {
-        return Found::Miss;
-    };
-    let start = i - host.len();
-    let end = i + b[i..]
-        .iter()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'/' | b':' | b'-'))
-        .count();
-    match hook_secret(host, cx.slice(i, end)) {
-        Some(at) if start >= cx.lo => Hit::mark_part(start, end, i + at, end, SECRET),
-        _ => Found::Miss,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,13 +402,5 @@ mod tests {
         assert_eq!(value_span(t, 20, 24), None);
         assert_eq!(value_span(t, 25, 33), None);
         assert_eq!(value_span(t, 34, 38), None);
-    }
-
-    #[test]
-    fn hook_paths() {
-        assert_eq!(hook_secret("hooks.slack.com", "/services/T0/B0/x"), Some(10));
-        assert_eq!(hook_secret("api.telegram.org", "/bot123:abc/send"), Some(4));
-        assert_eq!(hook_secret("api.telegram.org", "/bots"), Some(4));
-        assert_eq!(hook_secret("example.com", "/services/x"), None);
     }
 }

@@ -11,11 +11,11 @@ use super::paths::{
 };
 use super::rule::{ByteSet, Matcher, Pre};
 use super::secrets::{
-    bare_scheme, flag, hook, key_value, key_value_pre, pydantic, spaced_key_value, spaced_key_value_pre,
-    BEARER_SHORTEST,
+    bare_scheme, flag, key_value, key_value_pre, pydantic, spaced_key_value, spaced_key_value_pre, BEARER_SHORTEST,
 };
 use super::tokens::{glued, jwt, known, opaque, GLUED_SHORTEST, JWT_SHORTEST, KNOWN_SHORTEST, OPAQUE_MIN};
 use super::tokens::{FIRST_BYTES, SECOND_BYTES};
+use super::webhooks::hook;
 
 /// What makes the engine try a rule at a byte.
 #[derive(Clone, Copy)]

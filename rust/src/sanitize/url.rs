@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::lexicon::is_root;
 use super::markers::{PATH, SECRET};
-use super::secrets::hook_secret;
+use super::webhooks::hook_secret;
 
 /// The rules that apply inside a URL.
 pub(crate) type Inner = fn(&str) -> Cow<'_, str>;
