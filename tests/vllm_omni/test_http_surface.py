@@ -19,6 +19,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
 from omni_errors.chaos.harness import LEAKS
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_server import MODEL, OmniServer, error_of, serve
@@ -261,7 +262,10 @@ def test_every_operation_under_schemathesis(server: OmniServer) -> None:
             def run(case: Any) -> None:
                 new.extend(_new_failures(case, baseline))
 
-            run()
+            try:
+                run()
+            except Unsatisfiable:  # no case of this mode exists (a negative case of an operation without inputs)
+                continue
     assert not new, "failures not in the baseline:\n" + "\n".join(sorted(set(new)))
 
 

@@ -58,7 +58,9 @@ def unbuilt_route(handler: Any) -> Any:
     from omni_errors.semantics.exceptions import OmniNotImplementedError
 
     async def handle(conn: Any, exc: Exception) -> Any:
-        cause = exc if isinstance(exc, AttributeError) else (exc.__cause__ or exc.__context__)
+        # A route may wrap the failure in its own `HTTPException(500, str(exc))`.
+        wrapped = getattr(exc, "status_code", 0) >= 500
+        cause = exc if isinstance(exc, AttributeError) else (exc.__cause__ or exc.__context__) if wrapped else None
         if cause is not None and _unbuilt(conn, cause):
             route = getattr(conn.scope.get("route"), "path", None) or conn.url.path
             method = conn.scope.get("method", "GET")
