@@ -439,7 +439,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="wake-up is all or nothing and fails on a failed ack"),
     Target(f"{_E}.openai.api_server", None, "health", "admission:make_health", Kind.WRAP,
            {_R030: "88b0835c90d52907"},
-           relies_on=("router",),
+           relies_on=("router", *(f"{_E}.async_omni:{name}" for name in _ADMISSION_FIELDS)),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="the route's endpoint: the same status (503 only for a dead engine, as vLLM's), and a paused or "
                 "sleeping server says so: `status`, `is_sleeping`, `is_paused` (vLLM's keys), `stage_id`, `message`",
