@@ -2,8 +2,9 @@
 
 Without a server: every prefix of the series applies cleanly to the 0.30.0 wheel's sources; the
 targets the series retires show their recorded fingerprints after it (and not before), every other
-target keeps a fingerprint the plugin accepts, and its calling contexts still hold; on every
-prefix, `register()` patches exactly the targets not yet upstreamed. On the patched tree itself
+target keeps a fingerprint the plugin accepts, and its calling contexts still hold, on every
+prefix; on patch 1 alone and on the whole series, `register()` patches exactly the targets not yet
+upstreamed (each probe imports every target module: minutes). On the patched tree itself
 (`make upstream-test`, which puts it first on the path): vLLM-Omni's own retired code does what the
 plugin did, and `omni-errors doctor` says so. `make upstream-test` then runs the *after* suites
 on the same tree.
