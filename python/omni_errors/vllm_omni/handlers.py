@@ -80,11 +80,12 @@ def with_headers(handler: Any) -> Any:
     async def handle(conn: Any, exc: Exception) -> Any:
         response = await handler(conn, exc)
         headers = dict(getattr(exc, "headers", None) or {})
-        if response is not None and response.status_code == 405:
-            headers["Allow"] = _allowed(conn) or headers.get("Allow", "")
         for name, value in headers.items():
             if response is not None and value and name.lower() not in response.headers:
                 response.headers[name] = value
+        if response is not None and response.status_code == 405 and (allowed := _allowed(conn)):
+            # The renderer already copied Starlette's `Allow`, which names the first route's method only.
+            response.headers["Allow"] = allowed
         return response
 
     return handle
