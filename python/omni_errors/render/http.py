@@ -19,7 +19,7 @@ from omni_errors.render import error_body
 if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
-__all__ = ["DEFAULT_RETRY_AFTER_S", "http_response", "response_headers"]
+__all__ = ["DEFAULT_RETRY_AFTER_S", "http_response", "response_headers", "retry_after_header"]
 
 #: Seconds a 503 tells the client to wait when the failure does not say: a restart, a replica
 #: joining or a queue draining takes seconds, and a client that retries sooner only adds load.
@@ -40,11 +40,17 @@ def response_headers(exc: BaseException) -> dict[str, str]:
     headers: dict[str, str] = {}
     if isinstance(exc, HTTPException) and isinstance(exc.headers, Mapping):
         headers = {str(k): str(v) for k, v in exc.headers.items() if str(k).lower() not in _BODY_HEADERS}
+    if own := retry_after_header(exc):
+        headers = {k: v for k, v in headers.items() if k.lower() != "retry-after"} | own
+    return headers
+
+
+def retry_after_header(exc: BaseException) -> dict[str, str]:
+    """`Retry-After` for an exception that says when to retry (a positive whole `retry_after`), else {}."""
     seconds = getattr(exc, "retry_after", None)
     if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
-        headers = {k: v for k, v in headers.items() if k.lower() != "retry-after"}
-        headers["Retry-After"] = str(seconds)
-    return headers
+        return {"Retry-After": str(seconds)}
+    return {}
 
 
 def http_response(

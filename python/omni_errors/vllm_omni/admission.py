@@ -25,14 +25,14 @@ import asyncio
 import inspect
 import logging
 import math
-import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV
+from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV, seconds_from_env
 
 __all__ = [
     "ADMISSION_WAIT_S",
@@ -53,26 +53,12 @@ _log = logging.getLogger(LOG_NAME)
 #: How long a request waits for admission to reopen before its 503: long enough to pass over a
 #: pause that ends at once (a weight sync), short enough that a client never waits on a sleep.
 DEFAULT_ADMISSION_WAIT_S = 0.5
-#: The `Retry-After` of that 503: when a retry may find the stage awake again.
-DEFAULT_RETRY_AFTER_S = 2
+#: The `Retry-After` of that 503 (when a retry may find the stage awake again) is the renderer's hint.
 
 
-def _seconds(name: str, default: float, *, whole: bool) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= (1 if whole else 0)):
-        _log.error("omni-errors: %s=%r is not a valid number of seconds; using %g", name, raw, default)
-        return default
-    return math.ceil(value) if whole else value
-
-
-ADMISSION_WAIT_S = _seconds(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, whole=False)
-RETRY_AFTER_S = int(_seconds(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, whole=True))
+_VALID = "a valid number of seconds"
+ADMISSION_WAIT_S = seconds_from_env(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, lambda v: v >= 0, _VALID)
+RETRY_AFTER_S = math.ceil(seconds_from_env(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, lambda v: v >= 1, _VALID))
 
 
 def _is_admission(predicate: Callable[[], Any]) -> bool:

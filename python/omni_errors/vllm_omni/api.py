@@ -140,19 +140,11 @@ class AnswerHeaders:
             _answer_headers.reset(token)
 
 
-def note_headers(status: int, headers: dict[str, str] | None) -> None:
+def note_headers(status: int, headers: dict[str, str]) -> None:
     """Put `headers` on this request's answer if its status is `status` (see `AnswerHeaders`)."""
     noted = _answer_headers.get()
     if noted is not None and headers:
         noted.setdefault(status, {}).update(headers)
-
-
-def _retry_after_header(exc: Exception) -> dict[str, str] | None:
-    """`Retry-After` for an exception that says when to retry, as the HTTP handler renders it."""
-    seconds = getattr(exc, "retry_after", None)
-    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
-        return {"Retry-After": str(seconds)}
-    return None
 
 
 def _handled_record() -> OmniErrorDetails | None:
@@ -352,6 +344,7 @@ def make_normalize_reason(module: ModuleType, original: Any) -> Any:
 def make_chat_error_response(module: ModuleType, original: Any) -> Any:
     """`OmniOpenAIServingChat._create_error_response` from the handled record."""
     from omni_errors.render import error_response
+    from omni_errors.render.http import retry_after_header
     from omni_errors.semantics.reporting import report
 
     def _create_error_response(
@@ -362,7 +355,7 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
             return original(self, message, err_type, status_code)
         body = report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
         if isinstance(exc, Exception):
-            note_headers(body.error.code, _retry_after_header(exc))
+            note_headers(body.error.code, retry_after_header(exc))
         return body
 
     return _create_error_response

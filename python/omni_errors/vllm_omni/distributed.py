@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
-from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
+from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV, seconds_from_env
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
@@ -139,22 +138,6 @@ class Rejoin:
         return outage if outage is not None and time.monotonic() >= outage.deadline else None
 
 
-def _window_from_env() -> float:
-    raw = os.environ.get(WINDOW_ENV)
-    if raw is None:
-        return DEFAULT_WINDOW_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not (value > 0 and math.isfinite(value)):
-        _log.error(
-            "omni-errors: %s=%r is not a positive number of seconds; using %g", WINDOW_ENV, raw, DEFAULT_WINDOW_S
-        )
-        return DEFAULT_WINDOW_S
-    return value
-
-
 _state_lock = threading.Lock()
 _rejoin: Rejoin | None = None
 _active = False
@@ -165,7 +148,9 @@ def rejoin() -> Rejoin:
     global _rejoin
     with _state_lock:
         if _rejoin is None:
-            _rejoin = Rejoin(_window_from_env())
+            _rejoin = Rejoin(
+                seconds_from_env(WINDOW_ENV, DEFAULT_WINDOW_S, lambda v: v > 0, "a positive number of seconds")
+            )
         return _rejoin
 
 

@@ -7,7 +7,12 @@ every process vLLM loads plugins in).
 
 from __future__ import annotations
 
-__all__ = ["ADMISSION_WAIT_ENV", "KEYS_ENV", "LOG_NAME", "RETRY_AFTER_ENV", "WINDOW_ENV"]
+import logging
+import math
+import os
+from collections.abc import Callable
+
+__all__ = ["ADMISSION_WAIT_ENV", "KEYS_ENV", "LOG_NAME", "RETRY_AFTER_ENV", "WINDOW_ENV", "seconds_from_env"]
 
 #: The plugin's logger, under vLLM's: vLLM gives its `vllm` logger a handler in every process it
 #: starts, so the plugin's lines are printed beside vLLM's own, in its format.
@@ -23,3 +28,19 @@ WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
 ADMISSION_WAIT_ENV = "OMNI_ERRORS_ADMISSION_WAIT_S"
 #: The `Retry-After` (whole seconds) of that 503 (`admission`).
 RETRY_AFTER_ENV = "OMNI_ERRORS_RETRY_AFTER_S"
+
+
+def seconds_from_env(name: str, default: float, valid: Callable[[float], bool], wanted: str) -> float:
+    """The number of seconds the environment variable `name` sets, else `default`. A value that is not
+    a finite number, or that `valid` refuses, is logged as an error (naming `wanted`) and ignored."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and valid(value)):
+        logging.getLogger(LOG_NAME).error("omni-errors: %s=%r is not %s; using %g", name, raw, wanted, default)
+        return default
+    return value
