@@ -4,7 +4,7 @@
 - `error_body_problems(status, content_type, body)`: what is wrong with one error response (empty
   when nothing): the record's shape (`{"error": {message, type, param, code[, request_id][, stage_id]}}`
   and nothing else), `error.code` equal to the HTTP status, and no internals in its text (a path,
-  a traceback, an address, an internal attribute name, a credential);
+  a traceback, an address, an internal attribute or private class, a credential);
 - `error_body_is_the_record`: the same as a Schemathesis check, registered on import
   (`@schemathesis.check`), so every `case.call_and_validate()` in a process that imports this
   module runs it; the CLI loads it with `SCHEMATHESIS_HOOKS=http_contract` (tests/ on `PYTHONPATH`).
@@ -25,10 +25,11 @@ from omni_errors.chaos.harness import LEAKS
 
 __all__ = ["INTERNALS", "error_body_is_the_record", "error_body_problems"]
 
-#: Internals beyond `LEAKS`: a Python attribute error's wording and names, object reprs, addresses
-#: a server or a link binds (IPv4 with a port, ZMQ endpoints).
+#: Internals beyond `LEAKS`: a Python attribute error's wording and names, object reprs, a private
+#: class as Python's own messages name it (`argument of type '_Unsupported'`, `'_Unsupported' object`),
+#: addresses a server or a link binds (IPv4 with a port, ZMQ endpoints).
 INTERNALS = re.compile(
-    r"has no attribute|AttributeError|NoneType|object at 0x|<[\w.]+ object|\b__\w+__\b"
+    r"has no attribute|AttributeError|NoneType|object at 0x|<[\w.]+ object|\b__\w+__\b|type '_\w+'|'_\w+' object"
     r"|\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b|\b(?:tcp|ipc|inproc)://"
 )
 _REQUIRED = {"message": str, "type": str, "code": int}

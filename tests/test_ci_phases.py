@@ -31,6 +31,7 @@ def test_each_phase_is_logged_with_its_exit_status_and_the_report_names_the_slow
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["name"], r["rc"]) for r in rows] == [("quick", 0), ("failing", 3)]
     assert all(r["end"] >= r["start"] and r["load_max"] >= 0 for r in rows)
+    assert all(r["cpu"] >= 0 for r in rows)
 
     report = _phases(log, "report")
     assert report.returncode == 0
@@ -39,6 +40,16 @@ def test_each_phase_is_logged_with_its_exit_status_and_the_report_names_the_slow
     assert any(line.startswith("failing ") and line.endswith("exit 3") for line in lines)
     assert "slowest phase: failing" in report.stdout and "of 2100 s" in report.stdout
     assert "OVER" not in report.stdout
+    assert "cpu: " in report.stdout and " cores, so at least " in report.stdout
+
+
+def test_a_phase_counts_the_cpu_time_of_what_it_waited_for(tmp_path: Path) -> None:
+    """A suite's CPU time includes the servers it starts: a child's busy loop counts."""
+    log = tmp_path / "phases.jsonl"
+    busy = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'sum(range(30_000_000))'], check=True)"
+    assert _phases(log, "run", "busy", "--", sys.executable, "-c", busy).returncode == 0
+    (row,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert row["cpu"] > 0.2, row
 
 
 def test_outside_make_test_a_phase_only_runs_its_command(tmp_path: Path) -> None:

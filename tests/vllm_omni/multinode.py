@@ -31,7 +31,7 @@ from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
 from omni_errors.chaos.watch import alive
 from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
 
-__all__ = ["MODEL", "Deployment", "Node", "deployment"]
+__all__ = ["HTTP_PORT", "MODEL", "STARTUP_TIMEOUT", "Deployment", "Node", "deployment"]
 
 T = TypeVar("T")
 

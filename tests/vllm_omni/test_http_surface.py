@@ -18,10 +18,12 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+from http_contract import error_body_is_the_record
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
-from omni_errors.chaos.harness import LEAKS
+from omni_errors.server.openapi import ERROR_SCHEMAS
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
+from omni_errors.vllm_omni.api import API_ERROR_STATUSES
 from omni_server import MODEL, OmniServer, error_of, serve
 from schemathesis.baseline import Baseline, BaselineEntry, failure_identity
 from schemathesis.checks import CHECKS, is_check_class
@@ -176,6 +178,50 @@ def test_a_405_allows_every_method_of_its_path(server: OmniServer, method: str, 
     assert response.headers["Allow"] == allowed
 
 
+def test_a_client_error_a_route_wraps_in_a_500_keeps_its_status_and_parameter(server: OmniServer) -> None:
+    """The batch chat route wraps whatever its handler raises in `HTTPException(500, str(exc))`; vLLM's
+    `VLLMValidationError` for `top_logprobs` without `logprobs` is the client's, naming the parameter
+    (found by Schemathesis as a 500)."""
+    body = {"model": MODEL, "messages": [[{"role": "user", "content": "a cat"}]], "top_logprobs": 2}
+    response = post(server, "/v1/chat/completions/batch", body)
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert (error["code"], error["type"], error["param"]) == (400, "BadRequestError", "top_logprobs")
+    assert "(parameter=" not in error["message"], "vLLM's str() of the error, not its message"
+
+
+def test_a_model_the_server_does_not_serve_is_vllms_404_on_every_route(server: OmniServer) -> None:
+    """vLLM's `_check_model` (the audio routes') on vLLM-Omni's diffusion models object: a 404 naming
+    the model, not a 500 quoting the private `_Unsupported` (found by Schemathesis)."""
+    response = post(server, "/v1/audio/generate", {"model": "not-served", "input": "rain"})
+    assert response.status_code == 404, response.text
+    error = error_of(response)
+    assert (error["code"], error["type"], error["param"]) == (404, "NotFoundError", "model")
+    assert "not-served" in error["message"] and "_Unsupported" not in response.text
+
+
+def test_the_document_states_the_error_contract_of_every_operation(server: OmniServer) -> None:
+    """`/openapi.json` with the plugin: every operation declares what it can answer, with the record's
+    one schema (ours, `omni_errors.server.openapi`) where the route declared nothing of its own
+    (`/v1/messages` keeps its `AnthropicErrorResponse`), and none FastAPI's 422 it never sends."""
+    document = server.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    assert {name: schemas[name] for name in ERROR_SCHEMAS} == ERROR_SCHEMAS
+    assert "HTTPValidationError" not in json.dumps(document["paths"])
+    ours = 0
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            expected = {*API_ERROR_STATUSES, *((404,) if "{" in path else ())}
+            declared = operation["responses"]
+            missing = sorted(status for status in expected if str(status) not in declared)
+            assert not missing, f"{method.upper()} {path} does not declare {missing}"
+            for status in expected:
+                ref = declared[str(status)]["content"]["application/json"]["schema"]["$ref"]
+                assert ref.rpartition("/")[2] in schemas, (method, path, status)
+                ours += ref == "#/components/schemas/ErrorResponse"
+    assert ours > 100
+
+
 # -- Schemathesis ---------------------------------------------------------------------------------
 
 #: Left out of the fuzzing, with the reason: the routes that change the server's state for every
@@ -195,28 +241,15 @@ def test_every_failure_the_baseline_keeps_says_why() -> None:
     assert entries and all(isinstance(entry.get("reason"), str) and entry["reason"] for entry in entries)
 
 
-def error_body(ctx: Any, response: Any, case: Any) -> bool | None:
-    """Ours: an error is the record (`error.message`, `type`, `code` equal to the status), without a
-    path, a traceback, an address or an internal attribute name."""
-    if response.status_code < 400:
-        return None
-    try:
-        error = json.loads(response.content)["error"]
-    except (ValueError, KeyError, TypeError):
-        raise AssertionError(f"{response.status_code} without the error record: {response.content[:200]!r}") from None
-    assert isinstance(error, dict) and {"message", "type", "code"} <= error.keys(), error
-    assert error["code"] == response.status_code, f"error.code {error['code']} on a {response.status_code}"
-    text = response.content.decode("utf-8", "replace")
-    assert not LEAKS.search(text), f"internals in an error body: {text[:300]}"
-    assert "object has no attribute" not in text, f"an internal attribute in an error body: {text[:300]}"
-    return True
-
-
 def _checks() -> list[Any]:
+    """Schemathesis's every check, and ours on every error body (`http_contract`, registered when
+    imported: the record's shape, `error.code` equal to the status, no internals)."""
     from schemathesis.checks import load_all_checks
 
     load_all_checks()
-    return [check for check in CHECKS.get_all() if not is_check_class(check)] + [error_body]
+    checks = [check for check in CHECKS.get_all() if not is_check_class(check)]
+    assert error_body_is_the_record in checks
+    return checks
 
 
 def _new_failures(case: Any, baseline: Baseline) -> list[str]:

@@ -1,29 +1,35 @@
 """vLLM-Omni's multi-node mode with the plugin on the head: a head and `--headless` stages on two hosts.
 
 One head for the module, with a long rejoin window: the first remote stage (with the plugin) is
-cut off, and a second one registers and restores service. The second runs without the plugin (a
-mixed deployment: its records are read from the flat fields, and the head's links alone watch
-it). The sockets are plaintext here; CURVE, a SIGKILL and the exit codes of both hosts are
-test_multinode_fatal.py's. Bounds are generous for a loaded CI machine; the strict figures are
-the chaos report's (`omni-errors chaos --target vllm-omni`, the `mn-` scenarios).
+cut off, and a second one registers and restores service while the OpenAI SDK retries a request.
+The second runs without the plugin (a mixed deployment: its records are read from the flat fields,
+and the head's links alone watch it). The sockets are plaintext here; CURVE, a SIGKILL and the
+exit codes of both hosts are test_multinode_fatal.py's. Bounds are generous for a loaded CI
+machine; the strict figures are the chaos report's (`omni-errors chaos --target vllm-omni`, the
+`mn-` scenarios).
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
-from multinode import Deployment, deployment
+from multinode import HTTP_PORT, MODEL, STARTUP_TIMEOUT, Deployment, deployment
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_server import error_of
 
 WINDOW = 600.0
 DETECTED = 15.0  # fault -> every in-flight request answered (target: 2 s + 1 s; slack for load)
 STAGE_EXIT = 60.0  # a remote stage's launcher ends after its proc (target: 5 s)
 HEAD_EXIT = 60.0  # Ctrl+C -> the head has exited (target: 3 s)
+SDK_RETRIES = 1000  # more than STARTUP_TIMEOUT allows at the 2 s hint: the test's deadline ends them
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +95,56 @@ def test_a_cut_is_seen_on_both_hosts_and_the_stage_refuses_requests_until_one_re
         dep.net.undrop(dep.net.b)
 
 
+class _GiveUp(BaseException):
+    """Ends the SDK's retries from its request hook (not an `Exception`: the SDK would retry that)."""
+
+
+def test_the_openai_sdks_retries_succeed_once_a_replica_registers(dep: Deployment) -> None:
+    """Issue 24: a real client's own retries. The OpenAI SDK (`max_retries`) asks for an image while the
+    stage has no replica: it honours each 503's `Retry-After`, the short hint (never the window), and
+    its request succeeds once a replica (the next, without the plugin) registers."""
+    seen: list[tuple[int, str | None]] = []
+    stop = threading.Event()
+    give_up = time.monotonic() + STARTUP_TIMEOUT
+
+    def deadline(request: httpx.Request) -> None:
+        if stop.is_set() or time.monotonic() > give_up:
+            raise _GiveUp(f"the SDK still retried after {STARTUP_TIMEOUT:g} s: {seen[-5:]}")
+
+    def generate() -> Any:
+        from openai import OpenAI
+
+        hooks: dict[str, list[Callable[..., None]]] = {
+            "request": [deadline],
+            "response": [lambda response: seen.append((response.status_code, response.headers.get("Retry-After")))],
+        }
+        with httpx.Client(timeout=30.0, event_hooks=hooks) as http:
+            url = f"http://127.0.0.1:{HTTP_PORT}/v1"
+            client = OpenAI(base_url=url, api_key="-", max_retries=SDK_RETRIES, http_client=http)
+            return client.images.generate(model=MODEL, prompt="a cat", size="16x16")
+
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(dep.in_a, generate)
+        try:
+            refused_by = time.monotonic() + 60
+            while not any(status == 503 for status, _ in seen):  # refused before the replica starts
+                assert time.monotonic() < refused_by and not answer.done(), f"no 503 first: {seen}"
+                time.sleep(0.2)
+            dep.start_remote(plugin=False)
+            image = answer.result(timeout=STARTUP_TIMEOUT + 60)
+        finally:
+            stop.set()  # a failure above ends the SDK's retries too
+    assert image.data and image.data[0].b64_json
+    hints = [int(hint) for status, hint in seen if status == 503 and hint is not None]
+    assert len(hints) == sum(status == 503 for status, _ in seen), seen
+    assert all(0 < hint <= RETRY_AFTER_S for hint in hints), seen
+    assert seen[-1][0] == 200
+    print(f"the SDK was refused {len(hints)} times (Retry-After {sorted(set(hints))} s), then served")
+
+
 def test_a_stage_without_the_plugin_rejoins_and_its_errors_are_read_from_flat_fields(dep: Deployment) -> None:
-    dep.start_remote(plugin=False)
+    if len(dep.remotes) < 2:  # the SDK's case above starts it
+        dep.start_remote(plugin=False)
     dep.wait_serving()
     assert dep.get("/health").status_code == 200
     response = dep.images("a cat [fault:value]")

@@ -1,7 +1,8 @@
 """The plugin's switch, its lazy patching, `unapply()`, and a patch that fails as it is applied, each
 in a fresh interpreter.
 
-`register()` decides once per process, so each case runs in its own `python -c`.
+`register()` decides once per process, so each case runs in its own `python -c` (the enabled plugin
+and its `unapply()` share one).
 """
 
 from __future__ import annotations
@@ -61,8 +62,15 @@ def _probe(*args: str, **env: str) -> tuple[dict[str, object], str]:
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
-def test_enabled_patches_each_module_when_it_is_imported() -> None:
-    report, _ = _probe(OMNI_ERRORS_VLLM_OMNI="1")
+@pytest.fixture(scope="module")
+def enabled_then_unapplied() -> dict[str, object]:
+    """One probe for the two tests that read it: the plugin enabled, then `unapply()`."""
+    report, _ = _probe("unapply", OMNI_ERRORS_VLLM_OMNI="1")
+    return report
+
+
+def test_enabled_patches_each_module_when_it_is_imported(enabled_then_unapplied: dict[str, object]) -> None:
+    report = enabled_then_unapplied
     assert report["status"] == "enabled"
     assert report["from_exception"] and report["postprocess"]
     # A failed async video job stores the record: a server fault (the job was accepted), sanitized.
@@ -80,8 +88,8 @@ def test_the_environment_variable_disables_it() -> None:
     assert report["video"] == {"code": 500, "message": "could not read /home/alice/ckpt/model.safetensors"}
 
 
-def test_unapply_restores_every_original() -> None:
-    report, _ = _probe("unapply", OMNI_ERRORS_VLLM_OMNI="1")
+def test_unapply_restores_every_original(enabled_then_unapplied: dict[str, object]) -> None:
+    report = enabled_then_unapplied
     assert report["status"] == "enabled" and report["from_exception"] and report["postprocess"]
     applied = report["applied"]
     assert isinstance(applied, int) and applied >= 4  # data, engine, video helpers and what they import

@@ -95,26 +95,31 @@ def test_every_other_target_keeps_a_fingerprint_the_plugin_accepts(target: Targe
             assert node is not None and called_in_except(node, context), f"{tree.name}: {context}"
 
 
-_PROBE = r"""
+#: A probe is `python -c` on a tree (first on the path): `_REGISTER`, then the fragments it adds, each
+#: filling `report`, printed as the last line.
+_REGISTER = r"""
 import json, sys
+from types import SimpleNamespace
 import omni_errors.vllm_omni as plugin
 from omni_errors.vllm_omni.manifest import TARGETS
-from omni_errors.vllm_omni.patching import applied
+from omni_errors.vllm_omni.patching import applied, is_patched
 plugin.register()
 import importlib
 for module in sorted({t.module for t in TARGETS if t.module != "zmq"}):
     importlib.import_module(module)
 import vllm_omni
-print(json.dumps({
+report = {
     "decision": plugin.status().decision.value,
     "reason": plugin.status().reason,
     "patched": sorted(t.key for t in applied()),
     "vllm_omni": vllm_omni.__file__,
-}))
+}
 """
+_PRINT = "\nprint(json.dumps(report))\n"
 
 
-def _probe(tree: Path, tmp_path: Path, probe: str = _PROBE) -> dict[str, Any]:
+def _probe(tree: Path, tmp_path: Path, *fragments: str) -> dict[str, Any]:
+    probe = _REGISTER + "".join(fragments) + _PRINT
     env = {
         **os.environ,
         "PYTHONPATH": str(tree),
@@ -130,12 +135,18 @@ def _probe(tree: Path, tmp_path: Path, probe: str = _PROBE) -> dict[str, Any]:
     return result
 
 
+@pytest.fixture(scope="module")
+def on_the_series(prefixes: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One probe on the whole series' tree for both tests that read it (each probe is minutes)."""
+    return _probe(prefixes[-1], tmp_path_factory.mktemp("series-probe"), _EXECUTOR, _MODELS)
+
+
 @pytest.mark.parametrize("count", [1, None], ids=["prefix-1", "whole-series"])
 def test_register_patches_exactly_the_targets_not_yet_upstreamed(
-    count: int | None, prefixes: list[Path], tmp_path: Path
+    count: int | None, prefixes: list[Path], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     tree = prefixes[(count or len(prefixes)) - 1]
-    report = _probe(tree, tmp_path)
+    report = _probe(tree, tmp_path) if count is not None else request.getfixturevalue("on_the_series")
     assert report["vllm_omni"].startswith(str(tree))
     upstreamed = {t.key for t in RETIRED if _fingerprint(tree, *t.upstream_source) == t.upstreamed[RELEASE]}
     assert upstreamed  # every prefix retires something
@@ -166,26 +177,19 @@ def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -
 @pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
 def test_video_job_stores_the_record_in_vllm_omnis_own_function(tmp_path: Path) -> None:
     """Behaviour 5 on the patched tree, the plugin patching nothing there: what the plugin stored."""
-    probe = _PROBE.replace(
-        "print(json.dumps({",
+    video = (
         "import vllm_omni.entrypoints.openai.video.generation.helpers as helpers\n"
-        "from omni_errors.vllm_omni.patching import is_patched\n"
         "error = helpers._video_error_from_exception(ValueError('could not read /home/alice/ckpt/model.safetensors'))\n"
-        "print(json.dumps({'video': {'code': error.code, 'message': error.message},"
-        " 'video_patched': is_patched(helpers._video_error_from_exception),",
+        "report.update(video={'code': error.code, 'message': error.message},"
+        " video_patched=is_patched(helpers._video_error_from_exception))\n"
     )
-    report = _probe(Path(str(ON_TREE)), tmp_path, probe)
+    report = _probe(Path(str(ON_TREE)), tmp_path, video)
     assert report["video"] == {"code": 500, "message": "could not read <path>"}
     assert report["video_patched"] is False
 
 
-_EXECUTOR_PROBE = r"""
-import json
-from types import SimpleNamespace
+_EXECUTOR = r"""
 import torch
-import omni_errors.vllm_omni as plugin
-plugin.register()
-from omni_errors.vllm_omni.patching import is_patched
 from omni_errors.vllm_omni.records import carried
 from vllm_omni.diffusion.executor.uniproc_executor import UniProcDiffusionExecutor
 
@@ -201,20 +205,49 @@ executor.__dict__.update(_closed=False, _is_failed=False, _failure_callbacks=[],
 request = SimpleNamespace(request_id="r1", req=SimpleNamespace(request_id="r1"), diffusion_kv_metadata=None)
 out = executor.execute_request(SimpleNamespace(scheduled_new_reqs=[request], kv_prefetch_job=None))
 value = carried(out.get_request_output("r1").result)
-print(json.dumps({
+report["executor"] = {
     "collective_rpc_patched": is_patched(UniProcDiffusionExecutor.collective_rpc),
     "record": None if value is None else [value.details.status_code, value.details.fatal, int(value.exit_code)],
-}))
+}
 """
 
 
+_MODELS = r"""
+import asyncio
+from vllm.entrypoints.openai.models.protocol import BaseModelPath
+from vllm.entrypoints.serve.engine.serving import BaseServing
+from vllm_omni.entrypoints.openai.models.serving import _DiffusionServingModels
+
+serving = BaseServing.__new__(BaseServing)  # vLLM's own `_check_model`, on the diffusion server's models
+serving.models = _DiffusionServingModels([BaseModelPath(name="omni-tiny", model_path="/models/omni-tiny")])
+answer = asyncio.run(serving._check_model(SimpleNamespace(model="not-served")))
+report["models"] = {
+    "getattr_patched": is_patched(_DiffusionServingModels.__getattr__),
+    "answer": [answer.error.code, answer.error.type, answer.error.param],
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One probe on the release with the plugin's patches, for the tests that compare it with the series."""
+    return _probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), _EXECUTOR, _MODELS)
+
+
 @pytest.mark.parametrize("tree", ["release", "series"])
-def test_inline_executor_answers_an_oom_with_its_record(tree: str, prefixes: list[Path], tmp_path: Path) -> None:
+def test_inline_executor_answers_an_oom_with_its_record(tree: str, request: pytest.FixtureRequest) -> None:
     """Seed 003 in vLLM-Omni's own in-process executor: the release with the plugin's wrap, and the
     patched tree with nothing patched there, give the engine the same output (OOM by type: 81)."""
-    where = upstream_tree.vllm_omni_tree().parent if tree == "release" else prefixes[-1]
-    report = _probe(where, tmp_path, _EXECUTOR_PROBE)
-    assert report == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert report["executor"] == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_model_the_server_does_not_serve_is_vllms_404(tree: str, request: pytest.FixtureRequest) -> None:
+    """vLLM's `_check_model` on the diffusion server's models object: the release with the plugin's
+    wrap, and the patched tree with nothing patched there, both answer vLLM's 404 naming the model."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert report["models"] == {"getattr_patched": tree == "release", "answer": [404, "NotFoundError", "model"]}
 
 
 def test_every_target_upstreamed_is_the_upstreamed_decision(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@ each with the one `ErrorResponse` schema, the envelope `omni_errors.render.error
 
 - `error_responses(*statuses)` is a route's `responses=`: the statuses that route itself answers;
 - `document_errors(app, every_operation=...)` makes `app.openapi()` add the statuses every
-  operation can answer (the safety net's 500, a body limit's 413) and the schema, and replace
+  operation can answer (the safety net's 500, a body limit's 413), those an operation whose path
+  names a resource can answer (`templated`: 404, it does not exist), and the schema, and replace
   FastAPI's automatic 422 `HTTPValidationError`, which these handlers never send: a request that
   fails validation is answered 400 with the record (`RequestValidationError`'s rule).
 
@@ -73,6 +74,7 @@ def document_errors(
     app: Any,
     *,
     every_operation: Iterable[int] = (500,),
+    templated: Iterable[int] = (),
     operations: Mapping[tuple[str, str], Iterable[int]] | None = None,
 ) -> None:
     """Make `app.openapi()` (FastAPI) state the error contract.
@@ -80,18 +82,21 @@ def document_errors(
     Args:
         app: the FastAPI application, whose routes are all included.
         every_operation: statuses any operation can answer (the safety net's 500 at least).
+        templated: more statuses for an operation whose path has a parameter (`/v1/videos/{video_id}`).
         operations: more statuses per `(METHOD, path)`, for routes whose `responses=` are not ours.
     """
     generate = app.openapi
     extra = {(method.lower(), path): tuple(s) for (method, path), s in (operations or {}).items()}
     common = tuple(every_operation)
+    named = tuple(templated)
 
     def openapi() -> dict[str, Any]:
         document: dict[str, Any] = generate()
         for path, item in document.get("paths", {}).items():
             for method, operation in item.items():
                 if isinstance(operation, dict) and "responses" in operation:
-                    _declare(operation["responses"], (*common, *extra.get((method, path), ())))
+                    own = (*extra.get((method, path), ()), *(named if "{" in path else ()))
+                    _declare(operation["responses"], (*common, *own))
         schemas = document.setdefault("components", {}).setdefault("schemas", {})
         schemas.update(ERROR_SCHEMAS)
         if _FASTAPI_422 not in json.dumps(document["paths"]):

@@ -1,15 +1,17 @@
 """The API process's boundary: how a record reaches the client, and how a dead pipeline ends the server.
 
 - Exception handlers: `omni_errors.server.install` on vLLM-Omni's app (after vLLM-Omni's own
-  registration, so its handlers are replaced class by class, inside the Prometheus middleware).
+  registration, so its handlers are replaced class by class, inside the Prometheus middleware);
+  its `/openapi.json` states the error contract (`document_errors`, `API_ERROR_STATUSES`).
   Raw fallbacks stay on at this boundary: a raw `ValueError` that reaches it was raised by request
   parsing in the API process (stage failures arrive as rebuilt carriers, never as raw types).
 - Error helpers that build responses inside an `except` block (the diffusion chat route's
   `_create_error_response`, the video jobs' `_video_error_from_exception`) use the record of the
   exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
 - `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
-- What the handlers add for vLLM-Omni's routes (`handlers`): a route's 500 that wraps a record,
-  the headers an `HTTPException` carries, and the routes this deployment never built.
+- What the plugin adds to vLLM-Omni's routes' answers (`handlers`): a route's 500 that wraps a
+  record or vLLM's own client error, the headers an `HTTPException` carries, the routes this
+  deployment never built, and vLLM's 404 for a model the diffusion server does not serve.
 - `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
 - `serve_http`: on a fatal failure the HTTP server first writes the answer of every request in
   flight (`InFlight` counts them; `ANSWER_DEADLINE_S` bounds the wait), then gives what is on its
@@ -36,6 +38,7 @@ from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "ANSWER_DEADLINE_S",
+    "API_ERROR_STATUSES",
     "API_RAW_FALLBACKS",
     "GRACEFUL_SHUTDOWN_S",
     "LAST_CALL_S",
@@ -55,6 +58,12 @@ __all__ = [
 ]
 
 _log = logging.getLogger(LOG_NAME)
+
+#: What any of vLLM-Omni's operations can answer with the plugin, in `/openapi.json` beside what each
+#: route declares: a request the route cannot take (400, never FastAPI's 422 for validation), one it
+#: refuses (422: a content guardrail, a missing image), the safety net (500), an API this deployment
+#: does not serve (501), a paused, sleeping, rejoining or dead engine (503). A path naming a resource adds 404.
+API_ERROR_STATUSES = (400, 422, 500, 501, 503)
 
 #: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
 API_RAW_FALLBACKS = True
@@ -176,7 +185,7 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
     from fastapi import HTTPException as FastAPIHTTPException
     from starlette.exceptions import HTTPException
 
-    from omni_errors.server import install
+    from omni_errors.server import document_errors, install
     from omni_errors.server.register import make_handler
     from omni_errors.vllm_omni.handlers import cause_first, unbuilt_route, with_headers
 
@@ -193,6 +202,7 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
         app.add_exception_handler(AttributeError, handler)
         for cls in (FastAPIHTTPException, HTTPException):
             app.add_exception_handler(cls, with_headers(cause_first(handler)))
+        document_errors(app, every_operation=API_ERROR_STATUSES, templated=(404,))
 
     return register
 

@@ -1,32 +1,40 @@
-"""What the plugin's exception handlers add for vLLM-Omni's routes (installed by `api`).
+"""What the plugin adds to vLLM-Omni's routes' answers (the exception handlers, installed by `api`).
 
-- A route's `HTTPException(500, "... failed: {exc}")` raised while handling a record-carrying
-  exception renders that record (`cause_first`).
+- A route's `HTTPException(500, "... failed: {exc}")` raised while handling an exception that
+  already has its meaning (a stage failure's record, or vLLM's own client error: a
+  `VLLMValidationError` naming its parameter) renders that exception (`cause_first`).
 - The headers an `HTTPException` carries (`Allow` on a 405, naming every method of its path;
   `WWW-Authenticate`, `Retry-After`) reach the client with the record (`with_headers`).
 - A route whose serving object this deployment never built (`/v1/completions`, `/tokenize`, ...:
   an `AttributeError` on `app.state`, or on `None` in the route's body) answers as vLLM 0.33 does
   for a model without that API: 501 `NotImplementedError`, naming the route (`unbuilt_route`).
+- A request naming a model the diffusion server does not serve gets vLLM's 404 naming the model
+  (`make_serving_models_getattr`, a manifest target), not a 500 quoting a private class.
 """
 
 from __future__ import annotations
 
 import inspect
+from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
 
-__all__ = ["cause_first", "unbuilt_route", "with_headers"]
+__all__ = ["cause_first", "make_serving_models_getattr", "unbuilt_route", "with_headers"]
 
 
 def cause_first(handler: Any) -> Any:
     """Routes wrap what they do not recognise in `HTTPException(500, f"... failed: {exc}")`, raised
-    while handling `exc`; when that exception carries its canonical record (a stage failure rebuilt
-    by the plugin), the record is what the client must get, not a generic 500 with raw text."""
+    while handling `exc`. When `exc` already says what it is, that is what the client must get, not a
+    generic 500 with raw text: a stage failure rebuilt with its canonical record, or vLLM's own
+    client error (the batch chat route wraps the `VLLMValidationError` of a bad `top_logprobs`)."""
+    from vllm.exceptions import VLLMClientError
 
     async def handle(conn: Any, exc: Exception) -> Any:
         cause = exc.__cause__ or exc.__context__
-        if getattr(exc, "status_code", 0) >= 500 and isinstance(getattr(cause, "details", None), OmniErrorDetails):
+        if getattr(exc, "status_code", 0) >= 500 and (
+            isinstance(getattr(cause, "details", None), OmniErrorDetails) or isinstance(cause, VLLMClientError)
+        ):
             return await handler(conn, cause)
         return await handler(conn, exc)
 
@@ -102,3 +110,18 @@ def _allowed(conn: Any) -> str:
         if route.matches(probe)[0] is Match.PARTIAL:
             methods |= set(getattr(route, "methods", None) or ())
     return ", ".join(sorted(methods))
+
+
+def make_serving_models_getattr(module: ModuleType, original: Any) -> Any:
+    """`_DiffusionServingModels.__getattr__`: a diffusion server loads no LoRA adapter, so its
+    `lora_requests` is empty, as vLLM's `OpenAIServingModels` without adapters has it. vLLM's
+    `_check_model` looks there for a model name the server does not serve; vLLM-Omni's fallback
+    answers every missing attribute with an `_Unsupported` object instead, and the membership test
+    fails as a 500 quoting that private class. With it, vLLM's own 404 naming the model."""
+
+    def __getattr__(self: Any, name: str) -> Any:
+        if name == "lora_requests":
+            return {}
+        return original(self, name)
+
+    return __getattr__

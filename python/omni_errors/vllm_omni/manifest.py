@@ -451,11 +451,23 @@ TARGETS: tuple[Target, ...] = (
            does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
                 "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
-                "renders that record; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
+                "or vLLM's own client error (`VLLMClientError`: a `VLLMValidationError` naming its parameter) "
+                "renders that exception; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
                 "are kept, a 405's `Allow` naming every method of its path; a route whose serving object was "
                 "never built (`AttributeError` on `app.state`, or on `None` in the route's body) is 501 "
-                "`NotImplementedError` naming the route, as vLLM 0.33 answers it",
+                "`NotImplementedError` naming the route, as vLLM 0.33 answers it; `/openapi.json` states the error "
+                "contract (400, 422, 500, 501 and 503 on every operation, 404 where the path names a resource, one "
+                "`ErrorResponse` schema, no FastAPI 422)",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
+    Target(f"{_E}.openai.models.serving", "_DiffusionServingModels", "__getattr__",
+           "handlers:make_serving_models_getattr", Kind.WRAP, {_R030: "7059e10d21981df4"},
+           upstreamed={_R030: "a4eebdb37594a851"},
+           upstreamed_at=f"{_E}.openai.models.serving:_DiffusionServingModels.__init__",
+           process=Process.API_SERVER, hop=Hop.HTTP,
+           does="`lora_requests` is empty (a diffusion server loads no LoRA adapter), so vLLM's `_check_model` answers "
+                "a model the server does not serve with its 404 `NotFoundError` naming the model, not a 500 quoting "
+                "the private `_Unsupported` its fallback returns for every other attribute",
+           upstream="the diffusion server's models object has vLLM's `lora_requests`, empty"),
     Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
            {_R030: "70a272d3d5d4ef37"},
            defined_in="vllm.entrypoints.launchers.launcher:serve_http",
