@@ -30,7 +30,6 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	pytest-servers pytest-omni-endings \
 	lock-omni upstream-tree upstream-test pytest-upstream
 
 help: ## list the targets
@@ -56,34 +55,29 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
 
 # After the builds, everything runs side by side: the lints and the Rust tests (one core, a few
-# minutes) beside the suites, each mostly one process's imports and server starts, or waits on a
-# deadline (the multi-node cases); every test holds beside a CPU-bound load by design. The suites:
-# `.venv` (vLLM 0.33) in two halves (the reference pipeline's servers and fresh install
-# environments, and the rest), one-host `.venv-omni` in two (the servers each test ends, and the
-# rest), multi-node `.venv-omni`, and the after-cases on the upstream series' tree. Halves, because
-# the run is bound by the CPU they need together (the phase table's `cpu`): one serial suite
-# starved beside the others was the long pole. --output-sync keeps each job's output in one piece.
-SUITES := pytest pytest-servers pytest-omni pytest-omni-endings pytest-multinode pytest-upstream
+# minutes) beside the four suites, each mostly one process's imports and server starts, or waits on
+# a deadline (the multi-node cases); every test holds beside a CPU-bound load by design. The suites:
+# `.venv` (vLLM 0.33), one-host `.venv-omni`, multi-node `.venv-omni`, and the after-cases on the
+# upstream series' tree. Not more jobs: the run is bound by the CPU they need together (the phase
+# table's `cpu`), and splitting the two longest suites in halves gained 60 s at a load of 19, where
+# a fatal stop's answers came late. --output-sync keeps each job's output in one piece.
+SUITES := pytest pytest-omni pytest-multinode pytest-upstream
 test: export OMNI_PHASES := $(PHASE_LOG)
 test: ## every check CI runs: lints, Rust tests, both Python environments, the upstream series; ends with each phase's time
 	@$(PHASES) start
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
 test-steps: build build-omni audit-corpus netns-deps upstream-tree
-	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust $(SUITES)
+	$(MAKE) --no-print-directory -j6 --output-sync=target lint test-rust $(SUITES)
 
 test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
 	$(TIMED) cargo-test -- $(CARGO) test --quiet
 	$(TIMED) core-without-pyo3 -- $(CARGO) build --no-default-features --lib --quiet
 
-test-python: build audit-corpus netns-deps pytest pytest-servers ## the pytest suite in .venv (vLLM 0.33)
+test-python: build audit-corpus netns-deps pytest ## the pytest suite in .venv (vLLM 0.33)
 
-VENV_SERVERS := tests/pipeline tests/install
 pytest:
-	$(TIMED) pytest -- $(BIN)/python -m pytest $(addprefix --ignore=,$(VENV_SERVERS))
-
-pytest-servers:
-	$(TIMED) pytest-servers -- $(BIN)/python -m pytest $(VENV_SERVERS)
+	$(TIMED) pytest -- $(BIN)/python -m pytest
 
 audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
 	$(TIMED) audit-corpus -- $(BIN)/python tests/audit/vllm_omni_wheel.py
@@ -110,18 +104,12 @@ build-omni: setup-omni build ## install omni-errors (the plugin's entry point) a
 		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
 		-e tests/vllm_omni/fake_diffusion
 
-test-omni: build-omni netns-deps pytest-omni pytest-omni-endings pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
+test-omni: build-omni netns-deps pytest-omni pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
-# The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite. The
-# modules whose every test starts the server it ends are their own half.
-OMNI_ENDINGS := tests/vllm_omni/test_fatal_subprocess.py tests/vllm_omni/test_stage_lost.py \
-	tests/vllm_omni/test_fatal_inline.py
+# The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite.
 pytest-omni:
 	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)' \
-		--ignore=tests/vllm_omni/test_upstream.py $(addprefix --ignore=,$(OMNI_ENDINGS))
-
-pytest-omni-endings:
-	$(TIMED) pytest-omni-endings -- $(OMNI_BIN)/python -m pytest $(OMNI_ENDINGS)
+		--ignore=tests/vllm_omni/test_upstream.py
 
 pytest-multinode:
 	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)

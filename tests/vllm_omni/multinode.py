@@ -30,6 +30,7 @@ from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
 from omni_errors.chaos.watch import alive
 from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
+from omni_server import TEST_ENV
 
 __all__ = ["HTTP_PORT", "MODEL", "STARTUP_TIMEOUT", "Deployment", "Node", "deployment"]
 
@@ -144,7 +145,7 @@ class Deployment:
     # -- starting -------------------------------------------------------------------------------
 
     def _env(self, *, plugin: bool, keys: Path | None) -> dict[str, str]:
-        env = {**os.environ, **environment(plugin=plugin, fault_marker=self.workdir / "fault")}
+        env = {**os.environ, **environment(plugin=plugin, fault_marker=self.workdir / "fault"), **TEST_ENV}
         env.pop(KEYS_ENV, None)
         if keys is not None:
             env[KEYS_ENV] = str(keys)

@@ -24,11 +24,23 @@ from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
 from omni_errors.chaos.target import Launch
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
-__all__ = ["MODEL", "UPSTREAM_TREE", "OmniServer", "assert_clean_exit", "error_of", "serve", "upstreamed_logged"]
+__all__ = [
+    "MODEL",
+    "TEST_ENV",
+    "UPSTREAM_TREE",
+    "OmniServer",
+    "assert_clean_exit",
+    "error_of",
+    "serve",
+    "upstreamed_logged",
+]
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 600.0  # a cold import of vLLM-Omni on two shared cores takes minutes
 STOP_GRACE = 10.0
+#: The plugin's bounds for a loaded test machine: a fatal stop waits up to 10 s (not 3) for the
+#: answers in flight to be written (the strict figure is the chaos report's, on the default).
+TEST_ENV = {"OMNI_ERRORS_ANSWER_DEADLINE_S": "10"}
 #: Set by `make upstream-test`: the suites run on the upstream series' tree, first on the path.
 UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
 
@@ -40,7 +52,7 @@ class OmniServer:
         self, workdir: Path, *, plugin: bool, subprocess_stage: bool, env: dict[str, str] | None = None
     ) -> None:
         self.workdir = workdir
-        self.env = env or {}
+        self.env = {**TEST_ENV, **(env or {})}
         self.target = VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
         self.port = free_port(HOST)
         self.marker = workdir / "fault"

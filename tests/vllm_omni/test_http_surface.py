@@ -24,6 +24,7 @@ from hypothesis.errors import Unsatisfiable
 from omni_errors.server.openapi import ERROR_SCHEMAS
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.api import API_ERROR_STATUSES
+from omni_errors.vllm_omni.settings import MAX_BODY_ENV
 from omni_server import MODEL, OmniServer, error_of, serve
 from schemathesis.baseline import Baseline, BaselineEntry, failure_identity
 from schemathesis.checks import CHECKS, is_check_class
@@ -35,11 +36,13 @@ BASELINE = Path(__file__).with_name("schemathesis-baseline.json")
 #: Set, the Schemathesis test adds the failures it finds to the baseline (without a reason: add one).
 UPDATE_ENV = "OMNI_ERRORS_SCHEMATHESIS_UPDATE"
 TIMEOUT = 30.0  # every request's deadline: an unanswered request fails the test, it never hangs it
+BODY_LIMIT = 1 << 20  # the server's `OMNI_ERRORS_MAX_BODY_BYTES`: above any body Schemathesis makes
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
-    yield from serve(tmp_path_factory, plugin=True, subprocess_stage=False, env={"VLLM_SERVER_DEV_MODE": "1"})
+    env = {"VLLM_SERVER_DEV_MODE": "1", MAX_BODY_ENV: str(BODY_LIMIT)}
+    yield from serve(tmp_path_factory, plugin=True, subprocess_stage=False, env=env)
 
 
 def post(server: OmniServer, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
@@ -198,6 +201,25 @@ def test_a_model_the_server_does_not_serve_is_vllms_404_on_every_route(server: O
     error = error_of(response)
     assert (error["code"], error["type"], error["param"]) == (404, "NotFoundError", "model")
     assert "not-served" in error["message"] and "_Unsupported" not in response.text
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_over_the_limit_is_413_with_the_record_before_it_is_read(server: OmniServer, chunked: bool) -> None:
+    """`OMNI_ERRORS_MAX_BODY_BYTES`: whether the client says the size first or not (chunked), the
+    record's 413, on a route whose body vLLM-Omni would read and parse whole."""
+    body = b'{"model": "omni-tiny", "prompt": "' + b"x" * BODY_LIMIT + b'"}'
+    content = (body[i : i + 65536] for i in range(0, len(body), 65536)) if chunked else body
+    response = httpx.post(
+        f"{server.url}/v1/images/generations",
+        content=content,
+        headers={"content-type": "application/json"},
+        timeout=TIMEOUT,
+    )
+    assert response.status_code == 413, response.text
+    error = error_of(response)
+    assert (error["code"], error["type"]) == (413, "RequestEntityTooLargeError")
+    assert error["message"] == f"the request body is larger than this server's limit of {BODY_LIMIT} bytes"
+    assert server.images("a cat", timeout=TIMEOUT).status_code == 200
 
 
 def test_the_document_states_the_error_contract_of_every_operation(server: OmniServer) -> None:

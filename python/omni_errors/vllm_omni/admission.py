@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
-from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV, seconds_from_env
+from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV, number_from_env
 
 __all__ = [
     "ADMISSION_WAIT_S",
@@ -57,8 +57,8 @@ DEFAULT_ADMISSION_WAIT_S = 0.5
 
 
 _VALID = "a valid number of seconds"
-ADMISSION_WAIT_S = seconds_from_env(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, lambda v: v >= 0, _VALID)
-RETRY_AFTER_S = math.ceil(seconds_from_env(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, lambda v: v >= 1, _VALID))
+ADMISSION_WAIT_S = number_from_env(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, lambda v: v >= 0, _VALID)
+RETRY_AFTER_S = math.ceil(number_from_env(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, lambda v: v >= 1, _VALID))
 
 
 def _is_admission(predicate: Callable[[], Any]) -> bool:

@@ -2,7 +2,8 @@
 
 - Exception handlers: `omni_errors.server.install` on vLLM-Omni's app (after vLLM-Omni's own
   registration, so its handlers are replaced class by class, inside the Prometheus middleware);
-  its `/openapi.json` states the error contract (`document_errors`, `API_ERROR_STATUSES`).
+  its `/openapi.json` states the error contract (`document_errors`, `API_ERROR_STATUSES`), and a
+  body over `settings.max_body_bytes()` is answered 413 before it is read (`BodyLimit`).
   Raw fallbacks stay on at this boundary: a raw `ValueError` that reaches it was raised by request
   parsing in the API process (stage failures arrive as rebuilt carriers, never as raw types).
 - Error helpers that build responses inside an `except` block (the diffusion chat route's
@@ -34,7 +35,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import distributed, fatal
-from omni_errors.vllm_omni.settings import LOG_NAME
+from omni_errors.vllm_omni.settings import ANSWER_DEADLINE_ENV, LOG_NAME, max_body_bytes, number_from_env
 
 __all__ = [
     "ANSWER_DEADLINE_S",
@@ -60,10 +61,11 @@ __all__ = [
 _log = logging.getLogger(LOG_NAME)
 
 #: What any of vLLM-Omni's operations can answer with the plugin, in `/openapi.json` beside what each
-#: route declares: a request the route cannot take (400, never FastAPI's 422 for validation), one it
-#: refuses (422: a content guardrail, a missing image), the safety net (500), an API this deployment
-#: does not serve (501), a paused, sleeping, rejoining or dead engine (503). A path naming a resource adds 404.
-API_ERROR_STATUSES = (400, 422, 500, 501, 503)
+#: route declares: a request the route cannot take (400, never FastAPI's 422 for validation), a body
+#: over the limit (413), one it refuses (422: a content guardrail, a missing image), the safety net
+#: (500), an API this deployment does not serve (501), a paused, sleeping, rejoining or dead engine
+#: (503). A path naming a resource adds 404.
+API_ERROR_STATUSES = (400, 413, 422, 500, 501, 503)
 
 #: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
 API_RAW_FALLBACKS = True
@@ -76,8 +78,9 @@ GRACEFUL_SHUTDOWN_S = 0.5
 LAST_CALL_S = 0.5
 #: Before that last call, every request in flight when the pipeline ended is answered from the
 #: record (the orchestrator has queued its answer): the stop waits until the server has written
-#: them all, for at most this long, so that none is left for uvicorn to cancel with a bare 500.
-ANSWER_DEADLINE_S = 3.0
+#: them all, for at most this long (`OMNI_ERRORS_ANSWER_DEADLINE_S`, 3 s), so that none is left for
+#: uvicorn to cancel with a bare 500.
+ANSWER_DEADLINE_S = number_from_env(ANSWER_DEADLINE_ENV, 3.0, lambda v: v > 0, "a positive number of seconds")
 _DRAIN_POLL_S = 0.01
 
 _CLIENT_ERROR_REASON = "client_error"
@@ -185,7 +188,7 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
     from fastapi import HTTPException as FastAPIHTTPException
     from starlette.exceptions import HTTPException
 
-    from omni_errors.server import document_errors, install
+    from omni_errors.server import BodyLimit, document_errors, install
     from omni_errors.server.register import make_handler
     from omni_errors.vllm_omni.handlers import cause_first, unbuilt_route, with_headers
 
@@ -195,6 +198,7 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
         # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
         # call (uvicorn's lifespan startup) builds it again with these handlers in it.
         app.middleware_stack = None
+        app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes())
         app.add_middleware(InFlight)
         app.add_middleware(AnswerHeaders)
         install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)

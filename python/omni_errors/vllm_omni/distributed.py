@@ -33,7 +33,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
-from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV, seconds_from_env
+from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV, number_from_env
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
@@ -149,7 +149,7 @@ def rejoin() -> Rejoin:
     with _state_lock:
         if _rejoin is None:
             _rejoin = Rejoin(
-                seconds_from_env(WINDOW_ENV, DEFAULT_WINDOW_S, lambda v: v > 0, "a positive number of seconds")
+                number_from_env(WINDOW_ENV, DEFAULT_WINDOW_S, lambda v: v > 0, "a positive number of seconds")
             )
         return _rejoin
 

@@ -456,8 +456,9 @@ TARGETS: tuple[Target, ...] = (
                 "are kept, a 405's `Allow` naming every method of its path; a route whose serving object was "
                 "never built (`AttributeError` on `app.state`, or on `None` in the route's body) is 501 "
                 "`NotImplementedError` naming the route, as vLLM 0.33 answers it; `/openapi.json` states the error "
-                "contract (400, 422, 500, 501 and 503 on every operation, 404 where the path names a resource, one "
-                "`ErrorResponse` schema, no FastAPI 422)",
+                "contract (400, 413, 422, 500, 501 and 503 on every operation, 404 where the path names a resource, "
+                "one `ErrorResponse` schema, no FastAPI 422); a body over `OMNI_ERRORS_MAX_BODY_BYTES` (512 MiB) "
+                "is 413 before it is read",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.models.serving", "_DiffusionServingModels", "__getattr__",
            "handlers:make_serving_models_getattr", Kind.WRAP, {_R030: "7059e10d21981df4"},
