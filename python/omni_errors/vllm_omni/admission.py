@@ -53,11 +53,10 @@ _log = logging.getLogger(LOG_NAME)
 #: How long a request waits for admission to reopen before its 503: long enough to pass over a
 #: pause that ends at once (a weight sync), short enough that a client never waits on a sleep.
 DEFAULT_ADMISSION_WAIT_S = 0.5
-#: The `Retry-After` of that 503 (when a retry may find the stage awake again) is the renderer's hint.
-
 
 _VALID = "a valid number of seconds"
 ADMISSION_WAIT_S = number_from_env(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, lambda v: v >= 0, _VALID)
+#: The `Retry-After` of that 503 (when a retry may find the stage awake again): the renderer's hint.
 RETRY_AFTER_S = math.ceil(number_from_env(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, lambda v: v >= 1, _VALID))
 
 
