@@ -4,6 +4,10 @@
 # runs the suites that need vLLM once more and the vLLM-Omni plugin's suite (tests/vllm_omni).
 
 PYTHON ?= python3
+# Each process may cache the bytecode of what it imports: where PYTHONDONTWRITEBYTECODE is set (as on
+# these machines) every process of the suites compiled all it imported again, vLLM and torch included
+# (one `vllm-omni serve` start: 79 s of CPU, 38 s with the cache). The first import writes the cache.
+unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
 BIN    := $(VENV)/bin
 OMNI_VENV := .venv-omni
@@ -35,14 +39,10 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-# Bytecode is compiled once, when an environment is made (`--compile-bytecode`, and `compileall` for
-# the package's own sources and the series' trees): where PYTHONDONTWRITEBYTECODE is set, as on these
-# machines, every process would otherwise compile what it imports (vLLM-Omni's API process: 55 s of CPU
-# instead of 27 s), and where it is not, the first processes of four suites would race to.
 $(VENV)/.installed: requirements.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(BIN)/python || $(UV) venv --quiet --python 3.11 $(VENV)
-	$(TIMED) setup -- $(UV) pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.lock
+	$(TIMED) setup -- $(UV) pip install --quiet --python $(BIN)/python -r requirements.lock
 	@touch $@
 
 setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and torch included)
@@ -51,7 +51,6 @@ setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and
 # this interpreter, so cargo finds its build current and compiles nothing again.
 build: setup ## build the Rust extension in release mode into .venv
 	$(TIMED) build -- env PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
-	$(TIMED) compile-python -- $(BIN)/python -m compileall -q -j0 python
 
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
@@ -96,7 +95,7 @@ audit-baseline: build audit-corpus ## rewrite the committed vllm-omni 0.30 allow
 $(OMNI_VENV)/.installed: requirements-omni.lock
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(OMNI_BIN)/python || $(UV) venv --quiet --python 3.11 $(OMNI_VENV)
-	$(TIMED) setup-omni -- $(UV) pip sync --quiet --compile-bytecode --python $(OMNI_BIN)/python requirements-omni.lock
+	$(TIMED) setup-omni -- $(UV) pip sync --quiet --python $(OMNI_BIN)/python requirements-omni.lock
 	@touch $@
 
 setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 0.30 (torch comes from the uv cache)

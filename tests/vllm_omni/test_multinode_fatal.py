@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import httpx
 import msgspec
 import pytest
 import zmq
-from multinode import MASTER_PORT, Deployment, deployment
+from multinode import MASTER_PORT, Deployment, Node, deployment
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.security import keys
 from omni_server import error_of
@@ -30,6 +31,7 @@ DETECTED = 15.0  # a SIGKILL -> its requests answered (target: 2 s + 1 s; slack 
 STAGE_EXIT = 60.0
 HEAD_EXIT = WINDOW + 60.0  # the window, then a bounded shutdown (target: 10 s; slack for a loaded machine)
 NO_REPLY_S = 5.0
+DISPATCHED = 30.0  # requests sent -> the head has sent one to a replica
 
 
 def _key_dirs(root: Path) -> tuple[Path, Path, Path]:
@@ -104,6 +106,19 @@ def _ended(dep: Deployment, expected: int) -> list[int]:
     return sorted(c for c in (r.proc.poll() for r in dep.remotes) if c is not None)
 
 
+def _one_with_requests_in_flight(dep: Deployment, before: Counter[int]) -> Node:
+    """A remote stage the head has sent requests since `before` (on a loaded machine the head may
+    log its sends a while after the HTTP requests went out)."""
+    deadline = time.monotonic() + DISPATCHED
+    while True:
+        busy = dep.requests_sent() - before
+        victim = next((r for r in dep.remotes if busy[r.replica_id()] > 0), None)
+        if victim is not None:
+            return victim
+        assert time.monotonic() < deadline, f"the head sent no request within {DISPATCHED:g}s: {dep.head.tail()}"
+        time.sleep(0.1)
+
+
 def _serving_on(dep: Deployment) -> None:
     for _ in range(3):
         assert dep.images("a dog").status_code == 200
@@ -113,8 +128,7 @@ def _serving_on(dep: Deployment) -> None:
 def test_a_sigkilled_replica_answers_its_requests_at_once_and_the_others_serve_on(dep: Deployment) -> None:
     before = dep.requests_sent()
     futures = dep.in_flight([f"image {i} [fault:hold]" for i in range(6)], gap=0.1)
-    busy = dep.requests_sent() - before
-    victim = next(r for r in dep.remotes if busy[r.replica_id()] > 0)  # one with requests in flight
+    victim = _one_with_requests_in_flight(dep, before)
     killed = time.monotonic()
     os.kill(victim.stage_proc(), signal.SIGKILL)
     answers = [f.result() for f in futures]

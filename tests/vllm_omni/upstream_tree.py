@@ -12,7 +12,6 @@ tests of a series merged one patch at a time. The patched package is put first o
 from __future__ import annotations
 
 import argparse
-import compileall
 import hashlib
 import os
 import shutil
@@ -76,8 +75,6 @@ def build(count: int | None = None, dest: Path | None = None) -> Path:
         _git_apply(staging, patch, "--check")
         _git_apply(staging, patch)
         _git_apply(staging, patch, "--check", "--reverse")  # it did change the tree
-    # Compiled once here: the suites' processes import the tree with PYTHONDONTWRITEBYTECODE set.
-    compileall.compile_dir(str(staging), quiet=1, workers=0)
     (staging / _MARK).write_text(digest + "\n")
     staging.rename(dest)
     return dest
