@@ -88,7 +88,13 @@ _tasks: set[asyncio.Task[None]] = set()  # the stop tasks, kept alive until they
 
 
 class InFlight:
-    """An ASGI middleware that counts the HTTP requests the server has not finished answering."""
+    """An ASGI middleware that counts the HTTP requests the server has not finished answering, and
+    answers one the stopping server cancels after a fatal failure with the fatal record.
+
+    Such a request reached the engine as the pipeline ended, after its requests had been answered
+    (a loaded machine widens that window): nothing will ever answer it, and once the stop's
+    deadline has passed uvicorn cancels it, which would leave the client a bare 500.
+    """
 
     count = 0  # one API server per process: the count is the process's
 
@@ -99,9 +105,25 @@ class InFlight:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
+
+        async def send_noting_start(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         InFlight.count += 1
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_noting_start)
+        except asyncio.CancelledError:
+            record = fatal.declared()
+            if started or record is None:
+                raise
+            from omni_errors.render.http import http_response
+            from omni_errors.semantics.reporting import report
+
+            response = report(record, http_response, where=f"{scope['method']} {scope['path']}")
+            await response(scope, receive, send)
         finally:
             InFlight.count -= 1
 

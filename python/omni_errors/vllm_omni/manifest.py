@@ -449,7 +449,8 @@ TARGETS: tuple[Target, ...] = (
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
            process=Process.API_SERVER, hop=Hop.HTTP,
            does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
-                "middleware stack), and the `InFlight` middleware the fatal stop waits on; a route's "
+                "middleware stack), and the `InFlight` middleware the fatal stop waits on (a request the stopping "
+                "server cancels is answered the fatal record, not uvicorn's bare 500); a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
                 "or vLLM's own client error (`VLLMClientError`: a `VLLMValidationError` naming its parameter) "
                 "renders that exception; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
