@@ -1,7 +1,7 @@
 """Run an audit: find the files, take what the cache has, scan the rest on every core, classify.
 
-Files are balanced over `jobs` worker processes by size (largest first, into the lightest chunk), so
-both cores stay busy to the end; a handful of files is scanned in-process, where a pool would cost more
+Files are dealt to `jobs` worker processes in chunks that shrink as the work left does (largest files
+first), so both cores stay busy to the end; a handful of files is scanned in-process, where a pool would cost more
 than it saves. Workers run with the garbage collector off: ASTs have no cycles and the workers are short.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import heapq
 import os
 import threading
 import time
@@ -173,15 +172,31 @@ def _scan(todo: list[SourceFile], jobs: int, bar: Progress) -> Iterator[tuple[st
             yield from done
 
 
-def _balance(files: list[SourceFile], count: int) -> list[list[ChunkItem]]:
-    """Split files into `count` chunks of similar total size, largest files first."""
-    heap = [(0, i) for i in range(count)]
-    chunks: list[list[ChunkItem]] = [[] for _ in range(count)]
-    for size, f in sorted(((_size(f.path), f) for f in files), key=lambda pair: pair[0], reverse=True):
-        load, i = heapq.heappop(heap)
-        chunks[i].append((f.path, f.module, f.is_package, f.key_path))
-        heapq.heappush(heap, (load + size, i))
-    return [c for c in chunks if c]
+def _balance(files: list[SourceFile], jobs: int) -> list[list[ChunkItem]]:
+    """Split files into chunks that shrink as the work left does (guided scheduling), largest files first.
+
+    Each chunk holds 1/(2 x jobs) of the bytes still to scan, down to a floor of 1/(CHUNKS_PER_JOB x jobs x
+    4): the workers take them in order, so the last ones are small and both finish within a small chunk
+    of each other (equal chunks left up to one chunk, 1/16 of the tree, on one worker at the end).
+    """
+    sized = sorted(((_size(f.path), f) for f in files), key=lambda pair: pair[0], reverse=True)
+    left = sum(size for size, _ in sized)
+    floor = max(left // (CHUNKS_PER_JOB * jobs * 4), 1)
+    chunks: list[list[ChunkItem]] = []
+    chunk: list[ChunkItem] = []
+    load = 0
+    target = max(left // (2 * jobs), floor)
+    for size, f in sized:
+        chunk.append((f.path, f.module, f.is_package, f.key_path))
+        load += size
+        if load >= target:
+            chunks.append(chunk)
+            left -= load
+            chunk, load = [], 0
+            target = max(left // (2 * jobs), floor)
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _size(path: str) -> int:
