@@ -2,7 +2,8 @@
 
 Files are dealt to `jobs` worker processes in chunks that shrink as the work left does (largest files
 first), so both cores stay busy to the end; a handful of files is scanned in-process, where a pool would cost more
-than it saves. Workers run with the garbage collector off: ASTs have no cycles and the workers are short.
+than it saves. Workers run with the garbage collector off: ASTs have no cycles and the workers are short;
+so does the parent while it receives and joins the per-file records.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,19 +84,22 @@ def audit(
             results[f.path] = hit
     bar = Progress(len(files), enabled=progress)
     bar.advance(len(files) - len(todo))
+    in_pool = jobs > 1 and len(todo) >= SERIAL_BELOW
     try:
-        for path, key, result in _scan(todo, jobs, bar):
-            results[path] = result
-            if cache is not None and key:
-                cache.put(key, result)
+        with _collector_off() if in_pool else nullcontext():  # a scan in-process collects its visitors
+            for path, key, result in _scan(todo, jobs, bar):
+                results[path] = result
+                if cache is not None and key:
+                    cache.put(key, result)
     finally:
         bar.close()
-    inventory = project.build([(f, results[f.path]) for f in files])
+    with _collector_off():
+        inventory = project.build([(f, results[f.path]) for f in files])
     if cache is not None:
         cache.save()
         if run_key:
             cache.save_run(run_key, inventory.to_json())
-    used = jobs if len(todo) >= SERIAL_BELOW else 1
+    used = jobs if in_pool else 1
     return _report(roots, files, inventory, excluded, len(files) - len(todo), used, started)
 
 
@@ -121,6 +126,19 @@ def _report(
         jobs=jobs,
         seconds=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """The garbage collector off: the per-file records and the sites made of them have no cycles, and
+    collecting while a tree's worth of them arrive costs time for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _content_keys(files: list[SourceFile]) -> dict[str, str]:
