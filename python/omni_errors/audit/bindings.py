@@ -14,6 +14,7 @@ from omni_errors.audit.source import SourceText
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TRY_STAR: type = getattr(ast, "TryStar", ast.Try)  # Python 3.11+
+_UNPACKING = frozenset({ast.Tuple, ast.List, ast.Starred})  # targets other than a Name that bind names
 
 
 class BindingVisitor(ExpressionChecks):
@@ -70,7 +71,7 @@ class BindingVisitor(ExpressionChecks):
                 elif by_value:  # `reader, writer = multiprocessing.Pipe()`
                     for name in target_names(target):
                         self.scope.bind(name, call_binding(value))
-                else:
+                elif type(target) in _UNPACKING:  # `self.x = ...` and `d[k] = ...` bind no name
                     self.bind_names(target)
         elif isinstance(s, (ast.AnnAssign, ast.AugAssign)):
             target = s.target

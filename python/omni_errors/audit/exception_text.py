@@ -10,7 +10,7 @@ import ast
 from omni_errors.audit import names as N
 from omni_errors.audit.flows import FlowChecks
 from omni_errors.audit.model import Forwarded, Leak, RawSite, Returned
-from omni_errors.audit.predicates import children, is_str
+from omni_errors.audit.predicates import children, descendants, is_str
 from omni_errors.audit.scope import Origin, resolve
 
 _CODE_ATTRIBUTES = frozenset({"code", "error_code"})
@@ -72,7 +72,7 @@ class ExceptionTextChecks(FlowChecks):
         exc_names = self.exc_names
         tainted = self.scope.tainted
         found: set[str] = set()
-        for n in ast.walk(node):
+        for n in descendants(node):
             if type(n) is ast.Name:
                 if n.id in exc_names:
                     found.update(exc_names[n.id])
@@ -163,7 +163,7 @@ class ExceptionTextChecks(FlowChecks):
             if type(arg) is ast.Name and arg.id in exc_names and consumer == "" and id(call) in self.sink_args:
                 self.renders.append([list(exc_names[arg.id]), "", position, keyword])
             elif coded and self.exc_text(arg):
-                names = {n.id for n in ast.walk(arg) if type(n) is ast.Name} & coded
+                names = {n.id for n in descendants(arg) if type(n) is ast.Name} & coded
                 for exc in names:
                     self.renders.append([list(exc_names[exc]), consumer, position, keyword])
 
@@ -213,7 +213,7 @@ class ExceptionTextChecks(FlowChecks):
             return
         coded = {
             n.value.id
-            for n in ast.walk(call)
+            for n in descendants(call)
             if type(n) is ast.Attribute
             and n.attr in _CODE_ATTRIBUTES
             and type(n.value) is ast.Name
@@ -222,9 +222,9 @@ class ExceptionTextChecks(FlowChecks):
         if not coded:
             return
         texts: set[str] = set()
-        for n in ast.walk(call):
+        for n in descendants(call):
             if isinstance(n, ast.expr) and self.exc_text(n):
-                texts.update(x.id for x in ast.walk(n) if type(x) is ast.Name and x.id in coded)
+                texts.update(x.id for x in descendants(n) if type(x) is ast.Name and x.id in coded)
         for exc in texts:
             self.renders.append([list(exc_names[exc]), "", -1, ""])
 

@@ -38,11 +38,41 @@ from omni_errors.audit.state import WalkState
 _INERT = frozenset({ast.Constant, ast.Compare, ast.UnaryOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp})
 _WRAPPERS = frozenset({"str", "repr", "format", "dict", "list", "tuple"})  # `str(message)` carries `message`
 _FUTURE_FAIL = frozenset({"set_exception"})
+# The node types `sources` reads into (any other value carries nothing it follows: `x[i]`, `a < b`).
+_READ = frozenset(
+    {
+        ast.Name,
+        ast.Call,
+        ast.JoinedStr,
+        ast.FormattedValue,
+        ast.Await,
+        ast.Starred,
+        ast.BinOp,
+        ast.Dict,
+        ast.List,
+        ast.Tuple,
+        ast.Set,
+        ast.IfExp,
+        ast.BoolOp,
+        ast.Attribute,
+    }
+)
 
 
 def is_sink(call: ast.Call, name: str) -> bool:
     """A call whose arguments a client receives (N.CLIENT_SINKS, `*error_response(...)`, a close reason)."""
     return name in N.CLIENT_SINKS or name.endswith("error_response") or is_close_with_reason(call, name)
+
+
+def _carries(arg: ast.expr, aliases: dict[str, str], results: dict[str, Any]) -> bool:
+    """Whether `sources(arg)` can find anything: a constant, a local that holds no parameter or result, an
+    attribute other than a text one (`self.x`) or a subscript carries nothing."""
+    t = type(arg)
+    if t is ast.Name:
+        return arg.id in aliases or arg.id in results  # type: ignore[attr-defined]
+    if t is ast.Attribute:
+        return arg.attr in N.TEXT_ATTRIBUTES  # type: ignore[attr-defined]
+    return t in _READ
 
 
 def _add(record: dict[str, Any], key: str, value: Any) -> None:
@@ -176,7 +206,7 @@ class FlowChecks(WalkState):
             if value is None or type(value) in _INERT:
                 return
             calls: list[ast.Call] = []
-            found = self.sources(value, calls)
+            found = self.sources(value, calls) if type(value) in _READ else []
             for call in calls:
                 self.flow_call(call)
             targets = s.targets if t is ast.Assign else [s.target]  # type: ignore[attr-defined]
@@ -214,18 +244,23 @@ class FlowChecks(WalkState):
             handler = self.callee_ref(call.args[1])
             if handler:
                 self.entries.append(handler)
-        args = [(i, "", a) for i, a in enumerate(call.args)]
-        args.extend((-1, kw.arg, kw.value) for kw in call.keywords if kw.arg)
+        scope = self.scope
+        aliases, results = scope.aliases, scope.results
+        # The arguments that can carry something (`sources`); the common ones (constants, plain locals,
+        # `self.x`) are ruled out here, before any lookup.
+        args: list[tuple[int, str, ast.expr]] = []
+        for position, arg in enumerate(call.args):
+            if _carries(arg, aliases, results):
+                args.append((position, "", arg))
+        for kw in call.keywords:
+            if kw.arg and _carries(kw.value, aliases, results):
+                args.append((-1, kw.arg, kw.value))
         if not args:
             return
-        aliases, results = self.scope.aliases, self.scope.results
         sink = is_sink(call, name)
         fail = name in _FUTURE_FAIL and type(func) is ast.Attribute
         ref: str | None = "" if sink or fail else None  # looked up once an argument carries something
         for position, keyword, arg in args:
-            t = type(arg)
-            if t is ast.Constant or (t is ast.Name and arg.id not in aliases and arg.id not in results):  # type: ignore[attr-defined]
-                continue  # the common case: nothing to follow
             nested: list[ast.Call] = []
             for kind, what in self.sources(arg, nested):
                 if ref is None:

@@ -15,6 +15,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from omni_errors.audit.predicates import descendants
+
 _APPENDS = frozenset({"append", "add", "extend", "appendleft", "insert"})
 Ref = Callable[[ast.expr], str]  # the callee reference of a call's function (flows.py)
 
@@ -82,7 +84,7 @@ def _call(call: ast.Call, name: str, ref: Ref, done: Actions) -> None:
 
 def _holds(node: ast.expr, name: str) -> bool:
     """The exception itself or its text: `exc`, `first or exc`, `f"{path}: {exc}"`, `(key, exc)`."""
-    return any(type(n) is ast.Name and n.id == name for n in ast.walk(node))
+    return any(type(n) is ast.Name and n.id == name for n in descendants(node))
 
 
 def store_key(target: ast.expr) -> str:
@@ -102,7 +104,7 @@ def raise_mentions(s: ast.Raise) -> frozenset[str]:
     for part in (s.exc, s.cause):
         if part is None:
             continue
-        for n in ast.walk(part):
+        for n in descendants(part):
             if type(n) is ast.Name:
                 found.add(n.id)
             elif type(n) is ast.Attribute and type(n.value) is ast.Name:

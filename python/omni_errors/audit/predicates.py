@@ -8,6 +8,21 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 
+def descendants(root: ast.AST) -> list[ast.AST]:
+    """`root` and every node under it, in the order of `ast.walk` (breadth first) at a third of its cost
+    (no generators)."""
+    out = [root]
+    extend, append, node_type = out.extend, out.append, ast.AST
+    for node in out:  # grows while it is read: breadth first
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend([v for v in value if isinstance(v, node_type)])
+            elif isinstance(value, node_type):
+                append(value)
+    return out
+
+
 def children(part: ast.expr) -> list[ast.expr]:
     """The values a container or conditional expression puts into a sink's argument."""
     if isinstance(part, ast.Dict):
@@ -94,7 +109,7 @@ def is_error_maker(name: str) -> bool:
 def mentions(node: ast.expr, names: frozenset[str]) -> bool:
     return any(
         (type(n) is ast.Attribute and n.attr in names) or (type(n) is ast.Name and n.id in names)
-        for n in ast.walk(node)
+        for n in descendants(node)
     )
 
 

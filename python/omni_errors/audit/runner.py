@@ -1,19 +1,20 @@
 """Run an audit: find the files, take what the cache has, scan the rest on every core, classify.
 
-Files are balanced over `jobs` worker processes by size (largest first, into the lightest chunk), so
-both cores stay busy to the end; a handful of files is scanned in-process, where a pool would cost more
-than it saves. Workers run with the garbage collector off: ASTs have no cycles and the workers are short.
+Files are dealt to `jobs` worker processes in chunks that shrink as the work left does (largest files
+first), so both cores stay busy to the end; a handful of files is scanned in-process, where a pool would cost more
+than it saves. Workers run with the garbage collector off: ASTs have no cycles and the workers are short;
+so does the parent while it receives and joins the per-file records.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
-import heapq
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,19 +84,22 @@ def audit(
             results[f.path] = hit
     bar = Progress(len(files), enabled=progress)
     bar.advance(len(files) - len(todo))
+    in_pool = jobs > 1 and len(todo) >= SERIAL_BELOW
     try:
-        for path, key, result in _scan(todo, jobs, bar):
-            results[path] = result
-            if cache is not None and key:
-                cache.put(key, result)
+        with _collector_off() if in_pool else nullcontext():  # a scan in-process collects its visitors
+            for path, key, result in _scan(todo, jobs, bar):
+                results[path] = result
+                if cache is not None and key:
+                    cache.put(key, result)
     finally:
         bar.close()
-    inventory = project.build([(f, results[f.path]) for f in files])
+    with _collector_off():
+        inventory = project.build([(f, results[f.path]) for f in files])
     if cache is not None:
         cache.save()
         if run_key:
             cache.save_run(run_key, inventory.to_json())
-    used = jobs if len(todo) >= SERIAL_BELOW else 1
+    used = jobs if in_pool else 1
     return _report(roots, files, inventory, excluded, len(files) - len(todo), used, started)
 
 
@@ -122,6 +126,19 @@ def _report(
         jobs=jobs,
         seconds=time.perf_counter() - started,
     )
+
+
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """The garbage collector off: the per-file records and the sites made of them have no cycles, and
+    collecting while a tree's worth of them arrive costs time for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _content_keys(files: list[SourceFile]) -> dict[str, str]:
@@ -173,15 +190,31 @@ def _scan(todo: list[SourceFile], jobs: int, bar: Progress) -> Iterator[tuple[st
             yield from done
 
 
-def _balance(files: list[SourceFile], count: int) -> list[list[ChunkItem]]:
-    """Split files into `count` chunks of similar total size, largest files first."""
-    heap = [(0, i) for i in range(count)]
-    chunks: list[list[ChunkItem]] = [[] for _ in range(count)]
-    for size, f in sorted(((_size(f.path), f) for f in files), key=lambda pair: pair[0], reverse=True):
-        load, i = heapq.heappop(heap)
-        chunks[i].append((f.path, f.module, f.is_package, f.key_path))
-        heapq.heappush(heap, (load + size, i))
-    return [c for c in chunks if c]
+def _balance(files: list[SourceFile], jobs: int) -> list[list[ChunkItem]]:
+    """Split files into chunks that shrink as the work left does (guided scheduling), largest files first.
+
+    Each chunk holds 1/(2 x jobs) of the bytes still to scan, down to a floor of 1/(CHUNKS_PER_JOB x jobs x
+    4): the workers take them in order, so the last ones are small and both finish within a small chunk
+    of each other (equal chunks left up to one chunk, 1/16 of the tree, on one worker at the end).
+    """
+    sized = sorted(((_size(f.path), f) for f in files), key=lambda pair: pair[0], reverse=True)
+    left = sum(size for size, _ in sized)
+    floor = max(left // (CHUNKS_PER_JOB * jobs * 4), 1)
+    chunks: list[list[ChunkItem]] = []
+    chunk: list[ChunkItem] = []
+    load = 0
+    target = max(left // (2 * jobs), floor)
+    for size, f in sized:
+        chunk.append((f.path, f.module, f.is_package, f.key_path))
+        load += size
+        if load >= target:
+            chunks.append(chunk)
+            left -= load
+            chunk, load = [], 0
+            target = max(left // (2 * jobs), floor)
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _size(path: str) -> int:

@@ -25,31 +25,20 @@ from omni_errors.audit.visitor import FileVisitor
 
 # The call-based checks report only on lines holding one of these (a superset: `str.find` is ~20x
 # faster than one regex over the file); `.get`-style hits must also look like a call without a timeout.
-_NEEDLES = (
-    "exit",
-    "signal",
-    "esponse",
-    ".get",
-    ".join",
-    ".wait",
-    "send_",
-    "HTTPException",
-    "WebSocketException",
-    "ErrorInfo",
-    "close(",
-    "ClientError",
-    "ValidationError",
-    "NotFoundError",
-    "UnprocessableEntityError",
-    "GuardrailViolationError",
-)
-# A signature whose lines hold neither of these annotates no parameter as an exception.
-_EXCEPTION_NEEDLES = ("Error", "Exception")
+_NEEDLES = ("exit", "signal", "esponse", ".get", ".join", ".wait", "send_", "close(")
+# ... or one of these names, found among the hits of "Error" and "Exception" that every file is searched
+# for anyway (each `str.find` pass over the file costs the same, so that halves the passes).
+_ERROR_NEEDLES = ("Client", "Validation", "NotFound", "UnprocessableEntity", "GuardrailViolation")  # + "Error"
+_ERROR_INFO = "Info"  # "Error" + this: ErrorInfo
+_EXCEPTION_NEEDLES = ("HTTP", "WebSocket")  # + "Exception"
 _ZMQ_NEEDLES = (".recv", ".send")
 _WAIT_CALL = re.compile(r"\.(?:get|join|wait)\s*\(\s*(?:\)|#|True|block|timeout|None)")
 _IMPORTS_ZMQ = re.compile(r"^\s*(?:import|from)\s+zmq\b", re.MULTILINE)
 _RAISED_NAME = re.compile(r"raise\s+(\w+)")
-_DEF = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+# `def name` at the start of a line (after indentation and `async`): found by its literal `def` (a fast
+# search), the line's start checked after; `^[ \t]*...` with re.MULTILINE tries every position, 7x slower.
+_DEF = re.compile(r"def[ \t]+(\w+)")
+_DEF_INDENT = re.compile(r"[ \t]*(?:async[ \t]+)?")
 
 ChunkItem = tuple[str, str, bool, str]  # (path, module, is_package, key_path)
 
@@ -126,7 +115,7 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
         models=sorted(set(visitor.models)),
         entries=sorted(set(visitor.entries)),
         renders=visitor.renders,
-        defined=sorted(set(_DEF.findall(text))),  # every def, also nested ones
+        defined=defined_names(text),
         forwarded=visitor.forwarded,
         leaks=visitor.leaks,
         returned=visitor.returned,
@@ -135,25 +124,54 @@ def scan_source(data: bytes, module: str, is_package: bool, key_path: str) -> Fi
     )
 
 
+def defined_names(text: str) -> list[str]:
+    """The names of every `def` that starts a line (nested ones too, and those in strings), sorted."""
+    found: set[str] = set()
+    rfind, indent = text.rfind, _DEF_INDENT.fullmatch
+    for m in _DEF.finditer(text):
+        start = m.start()
+        if indent(text, rfind("\n", 0, start) + 1, start):
+            found.add(m.group(1))
+    return sorted(found)
+
+
 def hot_lines(text: str, imports_zmq: bool) -> tuple[list[int], list[int]]:
     """Sorted line numbers that the call-based checks may report on, and those that mention an
     Error or Exception (where a signature can annotate a parameter as an exception)."""
     needles = _NEEDLES + _ZMQ_NEEDLES if imports_zmq else _NEEDLES
-    hot = _lines(text, _positions(text, needles, check_waits=True))
-    return hot, _lines(text, _positions(text, _EXCEPTION_NEEDLES, check_waits=False))
+    hits = _positions(text, needles)
+    errors = _find_all(text, "Error")
+    exceptions = _find_all(text, "Exception")
+    # A hit stands for its line: the position of "Error" in "ClientError" is on the same line as its start.
+    endswith, startswith = text.endswith, text.startswith
+    hits.extend(i for i in errors if endswith(_ERROR_NEEDLES, 0, i) or startswith(_ERROR_INFO, i + 5))
+    hits.extend(i for i in exceptions if endswith(_EXCEPTION_NEEDLES, 0, i))
+    hits.sort()
+    mentions = errors + exceptions
+    mentions.sort()
+    return _lines(text, hits), _lines(text, mentions)
 
 
-def _positions(text: str, needles: tuple[str, ...], check_waits: bool) -> list[int]:
+def _positions(text: str, needles: tuple[str, ...]) -> list[int]:
     hits: list[int] = []
     find = text.find
     for needle in needles:
-        wait = check_waits and needle in (".get", ".join", ".wait")
+        wait = needle in (".get", ".join", ".wait")
         i = find(needle)
         while i >= 0:
             if not wait or _WAIT_CALL.match(text, i):
                 hits.append(i)
             i = find(needle, i + 1)
-    hits.sort()
+    return hits
+
+
+def _find_all(text: str, needle: str) -> list[int]:
+    hits: list[int] = []
+    find = text.find
+    i = find(needle)
+    while i >= 0:
+        hits.append(i)
+        i = find(needle, i + 1)
     return hits
 
 

@@ -27,7 +27,10 @@ class SourceText:
     def lines(self) -> list[str]:
         """The lines as `ast` numbers them: ended by LF, CRLF or CR, never by a form feed or U+2028."""
         if self._lines is None:
-            self._lines = self.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            text = self.text
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
+            self._lines = text.split("\n")
         return self._lines
 
     def line(self, number: int) -> str:

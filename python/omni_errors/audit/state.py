@@ -7,7 +7,7 @@ import ast
 from typing import Any
 
 from omni_errors.audit.model import Forwarded, Leak, RawSite, Returned
-from omni_errors.audit.predicates import lines_between
+from omni_errors.audit.predicates import descendants, lines_between
 from omni_errors.audit.scope import Scope
 from omni_errors.audit.signals import SignalHandlers
 from omni_errors.audit.sockets import SocketFacts
@@ -95,8 +95,8 @@ class WalkState:
     def conditional(self, node: ast.expr) -> bool:
         """Whether an enclosing `if` of the current function tests a name that `node` holds
         (`if isinstance(error, OutOfMemoryError): raise error` fails only some errors)."""
-        names = {n.id for n in ast.walk(node) if type(n) is ast.Name}
-        return any(type(n) is ast.Name and n.id in names for test in self.tests for n in ast.walk(test))
+        names = {n.id for n in descendants(node) if type(n) is ast.Name}
+        return any(type(n) is ast.Name and n.id in names for test in self.tests for n in descendants(test))
 
     def flow(self) -> dict[str, Any]:
         """The flow record of the innermost enclosing function (flows.py), made on first use."""

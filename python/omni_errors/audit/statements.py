@@ -4,12 +4,13 @@ control-flow ones (`if`, `while`, `for`, `with`, `match`, imports) that recurse 
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
 from omni_errors.audit import names as N
 from omni_errors.audit.bindings import BindingVisitor
-from omni_errors.audit.predicates import is_message, lines_between, target_names
+from omni_errors.audit.predicates import is_message, target_names
 from omni_errors.audit.scope import Binding, import_bindings, last_name, resolve
 
 _ASSIGNMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign})
@@ -52,32 +53,39 @@ class StatementVisitor(BindingVisitor):
         """Expression statements, assignments, returns, deletes, asserts."""
         scope = self.scope
         self.anchor = s
-        if type(s) in _ASSIGNMENTS and scope.kind != "module":
+        t = type(s)
+        if t in _ASSIGNMENTS and scope.kind != "module":
             self.bind_targets(s)
         if scope.kind != "class":
             self.flow_statement(s)
         deep = scope.handlers or self.exc_names or scope.tainted or scope.carriers
-        value = s.value if isinstance(s, (ast.Assign, ast.AnnAssign)) else None
-        if deep and value is not None:
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]  # type: ignore[attr-defined]
-            names = [n for target in targets for n in target_names(target)]
-            if self.exc_text(value):  # `msg = str(e)`: the local is exception text
-                caught = self.caught(value)
-                for name in names:
-                    scope.tainted[name] = caught
-                    scope.carriers.pop(name, None)
-            else:  # `error = {"message": str(e)}`: the local carries it
-                for name in names:
-                    scope.tainted.pop(name, None)
-                self.carry(names, value)
-        if deep and isinstance(s, ast.Return) and s.value is not None:
-            self.returned_text(s.value)
-            handlers = scope.handlers
-            if handlers and handlers[-1].value_error and is_message(s.value, self.exc_text):
-                handlers[-1].message = True
-        if scope.route and isinstance(s, ast.Return) and s.value is not None and self.is_error_body(s.value):
+        if deep:
+            value = s.value if t is ast.Assign or t is ast.AnnAssign else None  # type: ignore[attr-defined]
+            if value is not None:
+                targets = s.targets if t is ast.Assign else [s.target]  # type: ignore[attr-defined]
+                names = [n for target in targets for n in target_names(target)]
+                if self.exc_text(value):  # `msg = str(e)`: the local is exception text
+                    caught = self.caught(value)
+                    for name in names:
+                        scope.tainted[name] = caught
+                        scope.carriers.pop(name, None)
+                else:  # `error = {"message": str(e)}`: the local carries it
+                    for name in names:
+                        scope.tainted.pop(name, None)
+                    self.carry(names, value)
+            if t is ast.Return and s.value is not None:  # type: ignore[attr-defined]
+                self.returned_text(s.value)  # type: ignore[attr-defined]
+                handlers = scope.handlers
+                if handlers and handlers[-1].value_error and is_message(s.value, self.exc_text):  # type: ignore[attr-defined]
+                    handlers[-1].message = True
+        if scope.route and t is ast.Return and s.value is not None and self.is_error_body(s.value):  # type: ignore[attr-defined]
             self.add("OE204", s, "route returns an error body without a status (FastAPI sends 200)")
-        if deep or lines_between(self.hot_lines, s.lineno, s.end_lineno or s.lineno):
+        if deep:
+            self.walk(s)
+            return
+        hot = self.hot_lines  # lines_between, inlined: this runs for every simple statement
+        i = bisect_left(hot, s.lineno)
+        if i < len(hot) and hot[i] <= (s.end_lineno or s.lineno):
             self.walk(s)
 
     def import_(self, s: ast.Import | ast.ImportFrom) -> None:

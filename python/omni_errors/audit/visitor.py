@@ -231,7 +231,11 @@ class FileVisitor(StatementVisitor):
             lines=(s.lineno, s.end_lineno or s.lineno),
             params=positions,
             owner=owner,
-            aliases={a.arg: a.arg for a in params if a.arg in positions and not carries_nothing(a.annotation)},
+            aliases={
+                a.arg: a.arg
+                for a in params
+                if a.arg in positions and (a.annotation is None or not carries_nothing(a.annotation))
+            },
         )
         tracked = self.tracked
         for a in params:
