@@ -13,14 +13,14 @@ from omni_errors.render.http import http_response
 from omni_errors.render.sse import SSE_DONE, sse_terminal
 from omni_errors.render.websocket import close_code, ws_message
 from omni_errors.semantics.classification import classify
-from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record, stage_failure_record
 from omni_errors.semantics.exceptions import (
     OmniClientError,
     OmniEngineDeadError,
     OmniServerError,
     OmniStageTimeoutError,
 )
-from omni_errors.semantics.legacy import from_legacy, to_legacy
+from omni_errors.semantics.legacy import from_error_message, from_legacy, to_legacy
 from omni_errors.semantics.metrics import observe
 from prometheus_client import CollectorRegistry
 from vllm.exceptions import VLLMClientError, VLLMServerError, VLLMValidationError
@@ -125,6 +125,15 @@ def test_from_legacy_carriers() -> None:
     assert not from_legacy(ErrorMessage("x", 400, "BadRequestError", fatal=True)).fatal  # type: ignore[union-attr]
     assert from_legacy(D_SERVER.to_dict()) == D_SERVER
     assert from_legacy(D_SERVER) is D_SERVER
+
+
+def test_from_error_message_is_the_record_of_a_message_built_from_flat_fields() -> None:
+    """`ErrorMessage.details` when only the flat fields were given (vLLM-Omni's series, the plugin)."""
+    died = ErrorMessage("CUDA error at /home/a/k.cu", 400, "BadRequestError", fatal=True, request_id="r", stage_id=2)
+    assert from_error_message(died) == fatal_record(stage_id=2, request_id="r")  # fatal: the public text
+    refused = ErrorMessage("bad prompt", 422, "Unprocessable Entity", request_id="r", stage_id=0)
+    assert from_error_message(refused) == from_legacy(refused)
+    assert from_error_message({"error": None, "stage_id": 1}) == stage_failure_record(stage_id=1)  # nothing said
 
 
 @pytest.mark.skipif(RequestError is None, reason="vLLM 0.30 has no RequestError")

@@ -138,7 +138,7 @@ def _probe(tree: Path, tmp_path: Path, *fragments: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def on_the_series(prefixes: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One probe on the whole series' tree for both tests that read it (each probe is minutes)."""
-    return _probe(prefixes[-1], tmp_path_factory.mktemp("series-probe"), _EXECUTOR, _MODELS)
+    return _probe(prefixes[-1], tmp_path_factory.mktemp("series-probe"), *_COMPARED)
 
 
 @pytest.mark.parametrize("count", [1, None], ids=["prefix-1", "whole-series"])
@@ -228,10 +228,67 @@ report["models"] = {
 """
 
 
+_MESSAGES = r"""
+import vllm_omni.engine.membership_controller as membership
+import vllm_omni.engine.orchestrator as orchestrator
+from vllm_omni.entrypoints.omni_base import OmniBase
+
+messages = {  # what the orchestrator and the membership controller build from flat fields
+    "client": orchestrator.ErrorMessage(error="prompt refused: /home/alice/prompts/p.txt", status_code=422,
+                                        error_type="Unprocessable Entity", request_id="r1", stage_id=0),
+    "fatal": orchestrator.ErrorMessage(error="CUDA error at /home/alice/kernels/k.cu:12", fatal=True, stage_id=1),
+    "lost": membership.ErrorMessage(error="stage replica disappeared", request_id="r2", stage_id=0),
+}
+raised = {}
+for name, message in messages.items():
+    try:
+        OmniBase._raise_nonfatal_error_message(None, message)
+    except Exception as exc:
+        raised[name] = [type(exc).__name__, exc.details.to_dict()]
+report["messages"] = {
+    "details": {name: message.details.to_dict() for name, message in messages.items()},
+    "raised": raised,
+}
+"""
+
+
+_HEAD = r"""
+import time
+import vllm_omni.engine.stage_engine_startup as startup
+from vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage import OmniCoordClientForStage
+from vllm_omni.engine.orchestrator import OrchestratorBase
+
+# A coordinator client (its sends never block: nothing listens there); its heartbeat thread runs at once.
+client = OmniCoordClientForStage("tcp://127.0.0.1:9", "tcp://127.0.0.1:10", "tcp://127.0.0.1:11", 0)
+deadline = time.monotonic() + 10
+while client._heartbeat_interval > 1.0 and time.monotonic() < deadline:  # the plugin sets it as the loop starts
+    time.sleep(0.01)
+heartbeat_s = client._heartbeat_interval
+client.close()
+membership = SimpleNamespace(_shutdown_event=None)
+orch = OrchestratorBase(None, None, None, [], membership_controller=membership)
+report["head"] = {
+    "poll_ms": startup._POLL_PERIOD_MS,
+    "heartbeat_s": heartbeat_s,
+    "shared_shutdown_event": membership._shutdown_event is orch._shutdown_event,
+}
+"""
+
+_MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
+_HEAD_TARGETS = (
+    "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
+    "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage:OmniCoordClientForStage._heartbeat_loop",
+    "vllm_omni.engine.orchestrator:OrchestratorBase.__init__",
+)
+
+#: What both module probes (the release with the plugin, the series without its patches) run.
+_COMPARED = (_EXECUTOR, _MODELS, _MESSAGES, _HEAD)
+
+
 @pytest.fixture(scope="module")
 def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One probe on the release with the plugin's patches, for the tests that compare it with the series."""
-    return _probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), _EXECUTOR, _MODELS)
+    return _probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), *_COMPARED)
 
 
 @pytest.mark.parametrize("tree", ["release", "series"])
@@ -262,3 +319,45 @@ def test_every_target_upstreamed_is_the_upstreamed_decision(monkeypatch: pytest.
     assert decided.decision is plugin.Decision.UPSTREAMED
     assert decided.reason == f"all {len(TARGETS)} targets are upstreamed: nothing to patch"
     assert EXIT_STATUS[decided.decision] == 0
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_an_error_message_carries_the_record_the_plugin_gave_it(tree: str, request: pytest.FixtureRequest) -> None:
+    """The orchestrator's and the membership controller's `ErrorMessage` built from flat fields: the
+    release with the plugin's record-carrying subclass and the patched tree's own `details` give the
+    same records, and `_raise_nonfatal_error_message` raises the same errors from them."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    messages = report["messages"]
+    assert {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} & set(report["patched"]) == (
+        {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} if tree == "release" else set()
+    )
+    client, fatal, lost = (messages["details"][name] for name in ("client", "fatal", "lost"))
+    assert client == {
+        "message": "prompt refused: <path>",
+        "category": "client",
+        "status_code": 422,
+        "error_type": "UnprocessableEntityError",
+        "parameter": None,
+        "request_id": "r1",
+        "stage_id": 0,
+        "fatal": False,
+    }
+    assert fatal["fatal"] and fatal["stage_id"] == 1 and "/home/" not in fatal["message"]
+    assert (lost["status_code"], lost["request_id"], lost["stage_id"]) == (500, "r2", 0)
+    assert messages["raised"]["client"] == ["OmniClientError", client]
+    assert messages["raised"]["lost"] == ["OmniServerError", lost]
+    if tree == "series":  # the same, byte for byte, as with the plugin
+        assert messages == request.getfixturevalue("on_the_release")["messages"]
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_heads_waits_are_the_plugins(tree: str, request: pytest.FixtureRequest) -> None:
+    """A multi-node head's registration poll, a stage's heartbeat and the membership watcher's stop:
+    the release with the plugin's patches and the patched tree with nothing patched there agree."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert set(_HEAD_TARGETS) & set(report["patched"]) == (set(_HEAD_TARGETS) if tree == "release" else set())
+    assert report["head"] == {
+        "poll_ms": 100,
+        "heartbeat_s": 1.0,
+        "shared_shutdown_event": True,
+    }

@@ -9,7 +9,8 @@ frame, per the RFC's "one compatibility window"); it is removed in 0.33, togethe
 
 Carriers read:
 
-- `ErrorMessage(error, status_code, error_type, fatal, request_id, stage_id)` (stage IPC);
+- `ErrorMessage(error, status_code, error_type, fatal, request_id, stage_id)` (stage IPC;
+  `from_error_message` gives the record of one built without it);
 - `OmniRequestOutput` / `DiffusionOutput` with `error`, `error_status_code`, `error_type`;
 - diffusion frames `{"type": "error", "error": ..., "status_code": ..., "error_type": ...}`;
 - vLLM's `RequestError(code, message, retryable)`, through vLLM's own `to_exception()`.
@@ -26,7 +27,7 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.semantics.http_status import category_for_status, error_type_for
 from omni_errors.semantics.rules import build_record
 
-__all__ = ["LegacyKind", "from_legacy", "is_request_error", "to_legacy"]
+__all__ = ["LegacyKind", "from_error_message", "from_legacy", "is_request_error", "to_legacy"]
 
 LegacyKind = Literal["message", "output", "frame"]
 
@@ -99,6 +100,27 @@ def from_legacy(
         stage_id=_int_or_none(_field(carrier, "stage_id"), stage_id),
         parameter=_field(carrier, "parameter", "param"),
     )
+
+
+def from_error_message(message: object, /) -> OmniErrorDetails:
+    """The record of a vLLM-Omni `ErrorMessage` built from its flat fields only (never None).
+
+    A `fatal` message is the canonical fatal record (`omni_errors.semantics.core_table.fatal_record`,
+    with the message's `stage_id` and `request_id`): its text was written for logs, and every
+    client of a dead pipeline reads the same public text. Otherwise the flat fields are read as
+    `from_legacy` reads them; a message with neither text nor status is the generic stage failure.
+    vLLM-Omni's `ErrorMessage.__post_init__` (the upstream series) and the plugin's record-carrying
+    `ErrorMessage` both fill their `details` with it.
+    """
+    from omni_errors.semantics.core_table import fatal_record, stage_failure_record
+
+    request_id, stage_id = _field(message, "request_id"), _field(message, "stage_id")
+    if _field(message, "fatal"):
+        return fatal_record(stage_id=stage_id, request_id=request_id)
+    details = from_legacy(message)
+    if details is None:  # an error message without text or status
+        return stage_failure_record(request_id=request_id, stage_id=stage_id)
+    return details
 
 
 def _status(value: object) -> int:

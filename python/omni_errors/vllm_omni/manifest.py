@@ -175,6 +175,7 @@ _ADMISSION_FIELDS = (
     "AsyncOmni.engine",
 )
 _REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rejoin window"
+_COORD_CLIENT = "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage"
 
 # fmt: off
 TARGETS: tuple[Target, ...] = (
@@ -288,14 +289,14 @@ TARGETS: tuple[Target, ...] = (
                 "as the record the replica died of",
            upstream="`_drain_responses` reads `details` from the frame and from `DIFFUSION_PROC_DEAD`"),
     Target("vllm_omni.engine.orchestrator", None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP,
-           {_R030: "bc7fcae08bcfba98"},
+           {_R030: "bc7fcae08bcfba98"}, upstreamed={_R030: "a27b4d696ec92824"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="`RecordErrorMessage` (a subclass with `details`) is what the orchestrator builds; one built "
                 "from flat fields only gets its record from them (`omni_errors.semantics.legacy`)",
            upstream="`ErrorMessage.details: OmniErrorDetails`"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "__init__", "orchestrator:make_orchestrator_init",
-           Kind.WRAP, {_R030: "b585c99dd1ccc895"},
+           Kind.WRAP, {_R030: "b585c99dd1ccc895"}, upstreamed={_R030: "d173fa6ca8db955b"},
            relies_on=("OrchestratorBase._membership", "OrchestratorBase._shutdown_event",
                       f"{_M}:MembershipController._shutdown_event"),
            process=Process.API_SERVER, hop=Hop.SHUTDOWN,
@@ -344,6 +345,7 @@ TARGETS: tuple[Target, ...] = (
                 "a fatal record (a replica may register again)",
            upstream=_REJOIN_UPSTREAM),
     Target(_M, None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP, {_R030: "bc7fcae08bcfba98"},
+           upstreamed={_R030: "a27b4d696ec92824"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="the membership controller's answers (a replica that disappeared) carry a record with the "
@@ -359,8 +361,10 @@ TARGETS: tuple[Target, ...] = (
            process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="a replica that attaches ends its stage's rejoin window: service is restored without a restart",
            upstream=_REJOIN_UPSTREAM),
-    Target("vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage", "OmniCoordClientForStage",
+    Target(_COORD_CLIENT, "OmniCoordClientForStage",
            "_heartbeat_loop", "distributed:make_heartbeat_loop", Kind.WRAP, {_R030: "2d15fbec07fb0680"},
+           upstreamed={_R030: "07362d7dbbd96adf"},
+           upstreamed_at=f"{_COORD_CLIENT}:OmniCoordClientForStage.__init__",
            relies_on=("OmniCoordClientForStage._heartbeat_interval",),
            process=Process.STAGE, hop=Hop.MEMBERSHIP,
            does="a stage heartbeats the coordinator every second instead of every 5 s, so that an "
@@ -373,7 +377,7 @@ TARGETS: tuple[Target, ...] = (
            does="a stage in its rejoin window refuses a request at once instead of polling 10 s for a replica",
            upstream=_REJOIN_UPSTREAM),
     Target("vllm_omni.engine.stage_engine_startup", None, "_POLL_PERIOD_MS", "distributed:make_registration_poll",
-           Kind.REPLACE, {_R030: "68dcec38467b361e"},
+           Kind.REPLACE, {_R030: "68dcec38467b361e"}, upstreamed={_R030: "1909764715bb9fa4"},
            process=Process.API_SERVER, hop=Hop.SHUTDOWN,
            does="the registration server's poll is 0.1 s instead of 5 s: `OmniMasterServer.stop` joins its "
                 "thread, so a head's shutdown waited up to 5 s for it",

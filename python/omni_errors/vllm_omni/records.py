@@ -28,7 +28,7 @@ from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import fatal_cause
 from omni_errors.semantics.core_table import fatal_record, stage_failure_record
 from omni_errors.semantics.ids import with_ids
-from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
+from omni_errors.semantics.legacy import from_error_message, from_legacy, is_request_error, to_legacy
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -195,12 +195,7 @@ def error_message_class() -> Any:
 
 
 def _from_flat(message: Any) -> OmniErrorDetails:
-    if message.fatal:
-        return fatal_record(stage_id=message.stage_id, request_id=message.request_id)
-    details = from_legacy(message)
-    if details is None:  # an error message without text or status
-        return stage_failure_record(request_id=message.request_id, stage_id=message.stage_id)
-    return details
+    return from_error_message(message)  # the same reader vLLM-Omni's own `ErrorMessage` uses (upstream series)
 
 
 def message_record(message: Any) -> OmniErrorDetails:
