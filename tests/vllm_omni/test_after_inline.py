@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from omni_errors.chaos.harness import LEAKS
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_server import UPSTREAM_TREE, OmniServer, assert_clean_exit, error_of, serve, upstreamed_logged
 
 
@@ -54,6 +56,24 @@ def test_guardrail_rejection_is_counted_as_a_client_error(server: OmniServer) ->
     assert server.metric("vllm_omni:requests_failed_total", reason="stage_error") == stage_errors
     assert server.metric("vllm_omni:requests_failed_total", reason="client_error") == client_errors + 1
     assert server.metric("omni_errors_total", category="client", status="422") == omni_client + 1
+
+
+def test_a_503_on_the_chat_route_keeps_its_retry_after(server: OmniServer) -> None:
+    """The chat route renders a failure through `_create_error_response` (the plugin's, or vLLM-Omni's
+    own on the series' tree) and answers `JSONResponse(body)`: a sleeping stage's `Retry-After`
+    still reaches the client."""
+    stages = {"stage_ids": [0]}
+    slept = httpx.post(f"{server.url}/v1/omni/sleep", json={**stages, "level": 1}, timeout=30.0)
+    assert slept.status_code == 200, slept.text
+    try:
+        response = server.chat("a cat", timeout=30.0)
+    finally:
+        woken = httpx.post(f"{server.url}/v1/omni/wakeup", json=stages, timeout=30.0)
+    assert response.status_code == 503, response.text
+    assert (error_of(response)["type"], error_of(response)["stage_id"]) == ("ServiceUnavailableError", 0)
+    assert response.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert woken.status_code == 200, woken.text
+    assert server.chat("a cat").status_code == 200
 
 
 def test_oom_answers_every_request_and_ends_the_server_with_81(server: OmniServer) -> None:

@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.vllm_omni.answer_headers import retry_later
 from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV, number_from_env
 
 __all__ = [
@@ -152,8 +153,7 @@ def refusal(omni: Any) -> Exception:
     if state is None:  # reopened since: the request may simply be retried
         state = Closed("paused", 0, "Generation was paused; retry")
     refused = OmniServerError.from_details(unavailable_record(state.message, stage_id=state.stage_id))
-    refused.retry_after = RETRY_AFTER_S
-    return refused
+    return retry_later(refused, RETRY_AFTER_S)
 
 
 def make_init(module: ModuleType, original: Any) -> Any:

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import sys
 from types import ModuleType
@@ -35,6 +34,7 @@ from typing import Any
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni import distributed, fatal
+from omni_errors.vllm_omni.answer_headers import AnswerHeaders, retry_later
 from omni_errors.vllm_omni.settings import ANSWER_DEADLINE_ENV, LOG_NAME, max_body_bytes, number_from_env
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "API_RAW_FALLBACKS",
     "GRACEFUL_SHUTDOWN_S",
     "LAST_CALL_S",
-    "AnswerHeaders",
     "InFlight",
     "make_abort_internal",
     "make_chat_error_response",
@@ -55,7 +54,6 @@ __all__ = [
     "make_register_handlers",
     "make_serve_http",
     "make_video_error",
-    "note_headers",
 ]
 
 _log = logging.getLogger(LOG_NAME)
@@ -134,51 +132,6 @@ class InFlight:
         while cls.count > 0 and loop.time() < deadline:
             await asyncio.sleep(_DRAIN_POLL_S)
         return cls.count == 0
-
-
-#: The headers a helper that builds a body (not a response) wants on its request's answer, by status.
-_answer_headers: contextvars.ContextVar[dict[int, dict[str, str]] | None] = contextvars.ContextVar(
-    "omni_errors_answer_headers", default=None
-)
-
-
-class AnswerHeaders:
-    """An ASGI middleware: the headers an error helper noted (`note_headers`) go on the answer whose
-    status they were noted for. vLLM's chat route builds its error body through a helper and
-    answers `JSONResponse(body)`, which would drop the 503's `Retry-After`."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        noted: dict[int, dict[str, str]] = {}  # shared with the route's task, whose context is a copy
-        token = _answer_headers.set(noted)
-
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start" and message["status"] in noted:
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                extra = [
-                    (name.lower().encode("latin-1"), value.encode("latin-1"))
-                    for name, value in noted[message["status"]].items()
-                    if name.lower().encode("latin-1") not in present
-                ]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_headers)
-        finally:
-            _answer_headers.reset(token)
-
-
-def note_headers(status: int, headers: dict[str, str]) -> None:
-    """Put `headers` on this request's answer if its status is `status` (see `AnswerHeaders`)."""
-    noted = _answer_headers.get()
-    if noted is not None and headers:
-        noted.setdefault(status, {}).update(headers)
 
 
 def _handled_record() -> OmniErrorDetails | None:
@@ -321,8 +274,7 @@ def make_generate(module: ModuleType, original: Any) -> Any:
         outage = distributed.rejoin().outage() if distributed.active() else None
         if outage is not None:
             refused = OmniServerError.from_details(distributed.unavailable_answer(outage.stage_id, None))
-            refused.retry_after = outage.retry_after()
-            raise refused
+            raise retry_later(refused, outage.retry_after())
         async for output in original(self, *args, **kwargs):
             yield output
 
@@ -349,7 +301,7 @@ def make_raise_error_message(module: ModuleType, original: Any) -> Any:
         details = message_record(msg)
         failure = rebuild(details)
         if isinstance(failure, OmniServerError):
-            failure.retry_after = distributed.retry_after(details)
+            retry_later(failure, distributed.retry_after(details))
         raise failure
 
     return _raise_nonfatal_error_message
@@ -380,7 +332,6 @@ def make_normalize_reason(module: ModuleType, original: Any) -> Any:
 def make_chat_error_response(module: ModuleType, original: Any) -> Any:
     """`OmniOpenAIServingChat._create_error_response` from the handled record."""
     from omni_errors.render import error_response
-    from omni_errors.render.http import retry_after_header
     from omni_errors.semantics.reporting import report
 
     def _create_error_response(
@@ -389,10 +340,8 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
         exc = sys.exc_info()[1]  # the helper is called inside the `except` that caught the failure
         if exc is None:
             return original(self, message, err_type, status_code)
-        body = report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
-        if isinstance(exc, Exception):
-            note_headers(body.error.code, retry_after_header(exc))
-        return body
+        # A 503's `Retry-After` was noted where the failure was raised (`retry_later`).
+        return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
 
     return _create_error_response
 
