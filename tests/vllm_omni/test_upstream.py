@@ -174,20 +174,6 @@ def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -
     assert report["decision"] == "enabled"
 
 
-@pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
-def test_video_job_stores_the_record_in_vllm_omnis_own_function(tmp_path: Path) -> None:
-    """Behaviour 5 on the patched tree, the plugin patching nothing there: what the plugin stored."""
-    video = (
-        "import vllm_omni.entrypoints.openai.video.generation.helpers as helpers\n"
-        "error = helpers._video_error_from_exception(ValueError('could not read /home/alice/ckpt/model.safetensors'))\n"
-        "report.update(video={'code': error.code, 'message': error.message},"
-        " video_patched=is_patched(helpers._video_error_from_exception))\n"
-    )
-    report = _probe(Path(str(ON_TREE)), tmp_path, video)
-    assert report["video"] == {"code": 500, "message": "could not read <path>"}
-    assert report["video_patched"] is False
-
-
 _EXECUTOR = r"""
 import torch
 from omni_errors.vllm_omni.records import carried
@@ -274,6 +260,15 @@ report["head"] = {
 }
 """
 
+_VIDEO = r"""
+import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
+error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
+report["video"] = {
+    "patched": is_patched(helpers._video_error_from_exception),
+    "stored": [error.code, error.message],
+}
+"""
+
 _MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
 _HEAD_TARGETS = (
     "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
@@ -282,7 +277,7 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_EXECUTOR, _MODELS, _MESSAGES, _HEAD)
+_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD)
 
 
 @pytest.fixture(scope="module")
@@ -297,6 +292,14 @@ def test_inline_executor_answers_an_oom_with_its_record(tree: str, request: pyte
     patched tree with nothing patched there, give the engine the same output (OOM by type: 81)."""
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     assert report["executor"] == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_failed_video_job_stores_its_record(tree: str, request: pytest.FixtureRequest) -> None:
+    """Behaviour 5: what a failed async video job stores, for its GET. The release with the plugin's
+    replacement and the patched tree's own `_video_error_from_exception` store the same."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert report["video"] == {"patched": tree == "release", "stored": [500, "could not read <path>"]}
 
 
 @pytest.mark.parametrize("tree", ["release", "series"])
