@@ -17,6 +17,10 @@ OMNI_BIN  := $(OMNI_VENV)/bin
 OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
 # The multi-node cases (a real head and --headless stages in two network namespaces) are their own job.
 MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
+# One-host cases that start a server per case or run without the plugin (a fatal failure ends its
+# server; the before-cases show the released behaviour): a job of their own beside the rest of the
+# one-host suite, so that the two halves' server starts run side by side instead of one after another.
+OMNI_FATAL_TESTS := tests/vllm_omni/test_fatal_*.py tests/vllm_omni/test_stage_lost.py tests/vllm_omni/test_before_*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -34,7 +38,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -61,13 +65,13 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # After the builds, everything runs side by side: the lints and the Rust tests (one core, a few
 # minutes) beside the suites, each mostly one process's imports and server starts, or waits on a
 # deadline (the multi-node cases); every test holds beside a CPU-bound load by design. The suites:
-# `.venv` (vLLM 0.33) in two jobs, one-host `.venv-omni`, multi-node `.venv-omni`, and the after-cases
+# `.venv` (vLLM 0.33) in two jobs, one-host `.venv-omni` in two, multi-node `.venv-omni`, and the after-cases
 # on the upstream series' tree. The `.venv` suite was the run's last phase by minutes, alone on a
 # half-idle machine at its end: its whole-tree audits and fresh-venv installs (CPU, no waits) are a
 # job of their own (`pytest-audit`), so its waits on deadlines start with the rest. The run is bound by
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
-SUITES := pytest pytest-audit pytest-omni pytest-multinode pytest-upstream
+SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-multinode pytest-upstream
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`.
 AUDIT_TESTS := tests/audit tests/install
 test: export OMNI_PHASES := $(PHASE_LOG)
@@ -76,7 +80,7 @@ test: ## every check CI runs: lints, Rust tests, both Python environments, the u
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
 test-steps: build build-omni audit-corpus netns-deps upstream-tree
-	$(MAKE) --no-print-directory -j7 --output-sync=target lint test-rust $(SUITES)
+	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust $(SUITES)
 
 test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
 	$(TIMED) cargo-test -- $(CARGO) test --quiet
@@ -115,12 +119,15 @@ build-omni: setup-omni build ## install omni-errors (the plugin's entry point) a
 		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
 		-e tests/vllm_omni/fake_diffusion
 
-test-omni: build-omni netns-deps pytest-omni pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
+test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
 # The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite.
 pytest-omni:
 	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)' \
-		--ignore=tests/vllm_omni/test_upstream.py
+		$(foreach glob,$(OMNI_FATAL_TESTS),--ignore-glob='$(glob)') --ignore=tests/vllm_omni/test_upstream.py
+
+pytest-omni-fatal:
+	$(TIMED) pytest-omni-fatal -- $(OMNI_BIN)/python -m pytest $(OMNI_FATAL_TESTS)
 
 pytest-multinode:
 	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)
