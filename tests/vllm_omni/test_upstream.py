@@ -269,6 +269,89 @@ report["video"] = {
 }
 """
 
+_SENDS = r"""
+import asyncio
+import logging
+import tempfile
+import time
+import zmq
+import vllm_omni.diffusion.stage_diffusion_client as stage_client
+from omni_errors.vllm_omni.settings import LOG_NAME
+
+
+class Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+warned = Warnings()
+for name in (stage_client.__name__, LOG_NAME):  # vLLM-Omni's logger and the plugin's
+    logging.getLogger(name).addHandler(warned)
+sockets = tempfile.TemporaryDirectory()
+Client = stage_client.StageDiffusionClient
+client = Client.__new__(Client)  # _initialize_client would start a monitor on a real proc's sentinel
+client.__dict__.update(stage_id=2, replica_id=0, _engine_dead=False, _shutting_down=False, _pending_rpcs=set(),
+                       _rpc_results={}, _proc_manager=SimpleNamespace(proc=SimpleNamespace(is_alive=lambda: True)))
+# The real transport: its request socket is bound and nothing connects to it, so no send is ever taken.
+client._connect_transport(f"ipc://{sockets.name}/requests", f"ipc://{sockets.name}/responses")
+
+
+async def missed(send):
+    client._engine_dead = False
+    began = time.monotonic()
+    try:
+        outcome = ["returned", await send()]
+    except Exception as exc:
+        outcome = [type(exc).__name__, *exc.args, exc.__suppress_context__]
+    return {"outcome": outcome, "dead": client._engine_dead, "s": time.monotonic() - began}
+
+
+async def sends():
+    return {
+        "request": await missed(lambda: client.add_request_async("r1", "a red fox", {"seed": 7})),
+        "control": await missed(lambda: client.collective_rpc_async("ping")),
+        "abort": await missed(lambda: client.abort_requests_async(["r1"])),
+    }
+
+
+report["sends"] = {
+    "patched": sorted(name for name in ("_connect_transport", "add_request_async", "collective_rpc_async",
+                                        "abort_requests_async") if is_patched(getattr(Client, name))),
+    "sndtimeo_ms": client._request_socket.getsockopt(zmq.SNDTIMEO),
+    "linger_ms": client._request_socket.getsockopt(zmq.LINGER),
+    **asyncio.run(sends()),
+    "warnings": [message for message in warned.messages if "abort" in message],
+}
+client._request_socket.close(linger=0)
+client._response_socket.close(linger=0)
+client._zmq_ctx.term()
+sockets.cleanup()
+"""
+_SEND_TARGETS = ("add_request_async", "collective_rpc_async", "abort_requests_async")
+
+#: Last of a probe: the plugin switched off (`unapply`), vLLM-Omni's own `_connect_transport` alone
+#: (the plugin's wrap of it, for remote links, sets the same deadline on both trees).
+_OWN_TRANSPORT = r"""
+restored = plugin.unapply()
+own = Client.__new__(Client)
+own.__dict__.update(stage_id=2, replica_id=0, _proc_manager=SimpleNamespace(proc=None))
+sockets = tempfile.TemporaryDirectory()
+own._connect_transport(f"ipc://{sockets.name}/requests", f"ipc://{sockets.name}/responses")
+report["sends"]["own_transport"] = {
+    "patched": restored > 0 and is_patched(Client._connect_transport),
+    "sndtimeo_ms": own._request_socket.getsockopt(zmq.SNDTIMEO),
+    "linger_ms": own._request_socket.getsockopt(zmq.LINGER),
+}
+own._request_socket.close(linger=0)
+own._response_socket.close(linger=0)
+own._zmq_ctx.term()
+sockets.cleanup()
+"""
+
 _MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
 _HEAD_TARGETS = (
     "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
@@ -277,7 +360,7 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD)
+_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _OWN_TRANSPORT)
 
 
 @pytest.fixture(scope="module")
@@ -363,4 +446,41 @@ def test_the_heads_waits_are_the_plugins(tree: str, request: pytest.FixtureReque
         "poll_ms": 100,
         "heartbeat_s": 1.0,
         "shared_shutdown_event": True,
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytest.FixtureRequest) -> None:
+    """Seed 001's hang in a send, on a real client whose request socket has no peer (nothing ever takes
+    a message): the release with the plugin's wraps and the patched tree with nothing patched there set
+    the same deadline, raise the same `EngineDeadError` once it passes, mark the stage dead, and drop
+    an abort with a warning. The plugin's `_connect_transport` wrap (remote links) holds on both; with
+    the plugin switched off, vLLM-Omni's own sets the deadline on the series only (the release's sends
+    block: seed 001)."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    sends = dict(report["sends"])
+    assert sends.pop("patched") == sorted(["_connect_transport", *(_SEND_TARGETS if tree == "release" else ())])
+    waited = {name: sends[name].pop("s") for name in ("request", "control", "abort")}
+    assert all(0.9 < s < 10 for s in waited.values()), waited  # the 1 s deadline: neither at once nor a hang
+    warnings = sends.pop("warnings")
+    assert len(warnings) == 1 and "is gone; abort of 1 request(s) dropped" in warnings[0], warnings
+    own = sends.pop("own_transport")
+    assert own == {
+        "patched": False,
+        "sndtimeo_ms": 1000 if tree == "series" else -1,
+        "linger_ms": 0 if tree == "series" else -1,
+    }
+    dead = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    assert sends == {
+        "sndtimeo_ms": 1000,
+        "linger_ms": 0,
+        "request": {
+            "outcome": ["EngineDeadError", dead, "Stage-2 did not take a request within 1000 ms", True],
+            "dead": True,
+        },
+        "control": {
+            "outcome": ["EngineDeadError", dead, "Stage-2 did not take a control message within 1000 ms", True],
+            "dead": True,
+        },
+        "abort": {"outcome": ["returned", None], "dead": True},
     }
