@@ -38,7 +38,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-lifecycle pytest-omni-fatal
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -65,39 +65,34 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # After the builds, everything runs side by side: the lints and the Rust tests (one core, a few
 # minutes) beside the suites, each mostly one process's imports and server starts, or waits on a
 # deadline (the multi-node cases); every test holds beside a CPU-bound load by design. The suites:
-# `.venv` (vLLM 0.33) in three jobs, one-host `.venv-omni` in two, multi-node `.venv-omni`, and the after-cases
+# `.venv` (vLLM 0.33) in two jobs, one-host `.venv-omni` in two, multi-node `.venv-omni`, and the after-cases
 # on the upstream series' tree. The `.venv` suite was the run's last phase by minutes, alone on a
 # half-idle machine at its end: its whole-tree audits and fresh-venv installs (CPU, no waits) are a
 # job of their own (`pytest-audit`), so its waits on deadlines start with the rest. The run is bound by
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
-SUITES := pytest pytest-audit pytest-lifecycle pytest-omni pytest-omni-fatal pytest-multinode pytest-upstream
+SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-multinode pytest-upstream
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`.
 AUDIT_TESTS := tests/audit tests/install
-# The lifecycle's real processes, signals and network namespaces, mostly waits on deadlines: `pytest-lifecycle`.
-LIFECYCLE_TESTS := tests/lifecycle
 test: export OMNI_PHASES := $(PHASE_LOG)
 test: ## every check CI runs: lints, Rust tests, both Python environments, the upstream series; ends with each phase's time
 	@$(PHASES) start
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
 test-steps: build build-omni audit-corpus netns-deps upstream-tree
-	$(MAKE) --no-print-directory -j9 --output-sync=target lint test-rust $(SUITES)
+	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust $(SUITES)
 
 test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
 	$(TIMED) cargo-test -- $(CARGO) test --quiet
 	$(TIMED) core-without-pyo3 -- $(CARGO) build --no-default-features --lib --quiet
 
-test-python: build audit-corpus netns-deps pytest pytest-audit pytest-lifecycle ## the pytest suite in .venv (vLLM 0.33)
+test-python: build audit-corpus netns-deps pytest pytest-audit ## the pytest suite in .venv (vLLM 0.33)
 
 pytest:
-	$(TIMED) pytest -- $(BIN)/python -m pytest $(addprefix --ignore=,$(AUDIT_TESTS) $(LIFECYCLE_TESTS))
+	$(TIMED) pytest -- $(BIN)/python -m pytest $(addprefix --ignore=,$(AUDIT_TESTS))
 
 pytest-audit:
 	$(TIMED) pytest-audit -- $(BIN)/python -m pytest $(AUDIT_TESTS)
-
-pytest-lifecycle:
-	$(TIMED) pytest-lifecycle -- $(BIN)/python -m pytest $(LIFECYCLE_TESTS)
 
 audit-corpus: setup ## download and unpack the vllm-omni 0.30.0 wheel into .cache/ (real code for the audit tests)
 	$(TIMED) audit-corpus -- $(BIN)/python tests/audit/vllm_omni_wheel.py
