@@ -223,7 +223,9 @@ class Deployment:
         url = f"http://127.0.0.1:{HTTP_PORT}/v1/images/generations"
         return self.in_a(lambda: httpx.post(url, json=body, timeout=timeout))
 
-    def get(self, path: str, *, timeout: float = 10.0) -> httpx.Response:
+    def get(self, path: str, *, timeout: float = 60.0) -> httpx.Response:
+        # A deadline, not a speed bound: the first /openapi.json builds every route's schema, which
+        # took over 10 s on CI's loaded machine.
         return self.in_a(lambda: httpx.get(f"http://127.0.0.1:{HTTP_PORT}{path}", timeout=timeout))
 
     def in_flight(self, prompts: list[str], *, gap: float = 0.3, timeout: float = 120.0) -> list[Future[Any]]:

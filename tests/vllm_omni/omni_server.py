@@ -128,7 +128,9 @@ class OmniServer:
                 time.sleep(gap)
             return [f.result() for f in futures]
 
-    def get(self, path: str, *, timeout: float = 10.0) -> httpx.Response:
+    def get(self, path: str, *, timeout: float = 60.0) -> httpx.Response:
+        # A deadline, not a speed bound: the first /openapi.json builds every route's schema, which
+        # took over 10 s on CI's loaded machine.
         return httpx.get(f"{self.url}{path}", timeout=timeout)
 
     def metric(self, name: str, **labels: str) -> float:
