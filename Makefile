@@ -38,7 +38,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal suites bytecode bytecode-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -72,15 +72,31 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
 SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-multinode pytest-upstream
-# CPU-bound .venv tests with no server and no deadline: `pytest-audit`.
-AUDIT_TESTS := tests/audit tests/install
+# CPU-bound .venv tests with no server and no deadline: `pytest-audit`; after them, one module of
+# deadline waits on real processes (pytest runs the paths in order), so that the two .venv jobs end
+# together instead of `pytest` alone for minutes at the run's end.
+AUDIT_TESTS := tests/audit tests/install tests/lifecycle/test_lifecycle_requests.py
 test: export OMNI_PHASES := $(PHASE_LOG)
 test: ## every check CI runs: lints, Rust tests, both Python environments, the upstream series; ends with each phase's time
 	@$(PHASES) start
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
 test-steps: build build-omni audit-corpus netns-deps upstream-tree
-	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust $(SUITES)
+	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust suites
+
+# The suites start once both environments' bytecode is cached (.ci/bytecode.py: otherwise each suite's
+# first processes compile torch, vLLM and vLLM-Omni at once); the lints and the Rust tests meanwhile.
+suites: bytecode bytecode-omni
+	@$(MAKE) --no-print-directory --output-sync=target $(SUITES)
+
+# Like the suites' targets, these take the environments as built (`make build build-omni upstream-tree`).
+bytecode:
+	$(TIMED) bytecode -- $(BIN)/python .ci/bytecode.py venv
+
+# The series' tree has its own vllm_omni: cached on its path too.
+bytecode-omni:
+	$(TIMED) bytecode-omni -- $(OMNI_BIN)/python .ci/bytecode.py omni
+	$(TIMED) bytecode-upstream -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) $(OMNI_BIN)/python .ci/bytecode.py omni
 
 test-rust: ## cargo tests: the pure-Rust core and the PyO3 glue in one debug build; the core builds without PyO3
 	$(TIMED) cargo-test -- $(CARGO) test --quiet
