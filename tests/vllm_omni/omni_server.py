@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
+IMAGES = "/v1/images/generations"
 STARTUP_TIMEOUT = 600.0  # a cold import of vLLM-Omni on two shared cores takes minutes
 STOP_GRACE = 10.0
 #: The plugin's bounds for a loaded test machine: a fatal stop waits up to 10 s (not 3) for the
@@ -43,6 +44,10 @@ STOP_GRACE = 10.0
 TEST_ENV = {"OMNI_ERRORS_ANSWER_DEADLINE_S": "10"}
 #: Set by `make upstream-test`: the suites run on the upstream series' tree, first on the path.
 UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
+
+
+def _image_body(prompt: str) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": prompt, "size": "16x16"}
 
 
 class OmniServer:
@@ -109,8 +114,7 @@ class OmniServer:
     # -- talking to it --------------------------------------------------------------------------
 
     def images(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
-        body = {"model": MODEL, "prompt": prompt, "size": "16x16"}
-        return httpx.post(f"{self.url}/v1/images/generations", json=body, timeout=timeout)
+        return httpx.post(f"{self.url}{IMAGES}", json=_image_body(prompt), timeout=timeout)
 
     def chat(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
         body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
@@ -118,15 +122,26 @@ class OmniServer:
 
     def in_order(self, prompts: list[str], *, gap: float = 0.5, timeout: float = 60.0) -> list[httpx.Response]:
         """Image requests sent `gap` seconds apart (so the engine queues them in this order), all in flight
-        together; a request that gets no answer within `timeout` raises `httpx.ReadTimeout`."""
+        together; a request that gets no answer within `timeout` raises `httpx.ReadTimeout`.
+
+        Each request goes on a connection opened before the first is sent: at a load of 20, building a
+        client and connecting inside the gap took long enough for a later request to overtake an
+        earlier one."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            futures = []
-            for prompt in prompts:
-                futures.append(pool.submit(self.images, prompt, timeout=timeout))
-                time.sleep(gap)
-            return [f.result() for f in futures]
+        clients = [httpx.Client(base_url=self.url, timeout=timeout) for _ in prompts]
+        try:
+            for client in clients:
+                client.get("/health").raise_for_status()  # opens the connection its request will use
+            with ThreadPoolExecutor(len(prompts)) as pool:
+                futures = []
+                for client, prompt in zip(clients, prompts, strict=True):
+                    futures.append(pool.submit(client.post, IMAGES, json=_image_body(prompt)))
+                    time.sleep(gap)
+                return [f.result() for f in futures]
+        finally:
+            for client in clients:
+                client.close()
 
     def get(self, path: str, *, timeout: float = 60.0) -> httpx.Response:
         # A deadline, not a speed bound: the first /openapi.json builds every route's schema, which
