@@ -333,6 +333,34 @@ sockets.cleanup()
 """
 _SEND_TARGETS = ("add_request_async", "collective_rpc_async", "abort_requests_async")
 
+#: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
+#: way a replica can end, and the launcher's exit (None where it returns).
+_LAUNCHER = r"""
+import multiprocessing
+import os
+import signal
+import vllm_omni.engine.stage_engine_startup as startup
+
+
+def end(code):
+    if code is None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(code)
+
+
+launcher = {}
+for name, code in (("clean", 0), ("fatal", 80), ("oom", 81), ("link_lost", 86), ("exception", 1), ("killed", None)):
+    replica = multiprocessing.get_context("fork").Process(target=end, args=(code,), name=f"replica-{name}")
+    replica.start()
+    try:
+        startup.wait_for_diffusion_manager_liveness([SimpleNamespace(proc=replica)])
+        launcher[name] = None
+    except SystemExit as stop:
+        launcher[name] = stop.code
+    replica.join()
+report["launcher"] = {"patched": is_patched(startup.wait_for_diffusion_manager_liveness), "exits": launcher}
+"""
+
 #: Last of a probe: the plugin switched off (`unapply`), vLLM-Omni's own `_connect_transport` alone
 #: (the plugin's wrap of it, for remote links, sets the same deadline on both trees).
 _OWN_TRANSPORT = r"""
@@ -360,7 +388,7 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _OWN_TRANSPORT)
+_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
 
 
 @pytest.fixture(scope="module")
@@ -483,4 +511,16 @@ def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytes
             "dead": True,
         },
         "abort": {"outcome": ["returned", None], "dead": True},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_headless_launcher_ends_with_its_replicas_code(tree: str, request: pytest.FixtureRequest) -> None:
+    """A headless launcher whose diffusion replica ended: the release with the plugin's replacement and
+    the patched tree with nothing patched there reap the replica before reading its code and exit with
+    its documented code (85 for a signal or an unknown code); a clean end lets the launcher return."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert report["launcher"] == {
+        "patched": tree == "release",
+        "exits": {"clean": None, "fatal": 80, "oom": 81, "link_lost": 86, "exception": 85, "killed": 85},
     }

@@ -385,6 +385,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="`stop` wakes the registration server"),
     Target("vllm_omni.engine.stage_engine_startup", None, "wait_for_diffusion_manager_liveness",
            "distributed:make_wait_for_diffusion_replicas", Kind.REPLACE, {_R030: "047139995bdeec4d"},
+           upstreamed={_R030: "5533f8e0017a41bc"},
            relies_on=("connection",),
            process=Process.LAUNCHER, hop=Hop.EXIT,
            does="the headless launcher reaps its replica before it reads the exit code (vLLM-Omni reads it first "
