@@ -30,7 +30,7 @@ from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
 from omni_errors.chaos.watch import alive
 from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
-from omni_server import TEST_ENV
+from omni_server import IMAGES, TEST_ENV, image_body
 
 __all__ = ["HTTP_PORT", "MODEL", "STARTUP_TIMEOUT", "Deployment", "Node", "deployment"]
 
@@ -219,9 +219,8 @@ class Deployment:
         return call_in(self.net.b, fn)
 
     def images(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
-        body = {"model": MODEL, "prompt": prompt, "size": "16x16"}
-        url = f"http://127.0.0.1:{HTTP_PORT}/v1/images/generations"
-        return self.in_a(lambda: httpx.post(url, json=body, timeout=timeout))
+        url = f"http://127.0.0.1:{HTTP_PORT}{IMAGES}"
+        return self.in_a(lambda: httpx.post(url, json=image_body(prompt), timeout=timeout))
 
     def get(self, path: str, *, timeout: float = 60.0) -> httpx.Response:
         # A deadline, not a speed bound: the first /openapi.json builds every route's schema, which

@@ -25,12 +25,14 @@ from omni_errors.chaos.target import Launch
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
 __all__ = [
+    "IMAGES",
     "MODEL",
     "TEST_ENV",
     "UPSTREAM_TREE",
     "OmniServer",
     "assert_clean_exit",
     "error_of",
+    "image_body",
     "serve",
     "upstreamed_logged",
 ]
@@ -46,7 +48,8 @@ TEST_ENV = {"OMNI_ERRORS_ANSWER_DEADLINE_S": "10"}
 UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
 
 
-def _image_body(prompt: str) -> dict[str, Any]:
+def image_body(prompt: str) -> dict[str, Any]:
+    """The body of an image request (`/v1/images/generations`) for `prompt`, as every test sends it."""
     return {"model": MODEL, "prompt": prompt, "size": "16x16"}
 
 
@@ -114,7 +117,7 @@ class OmniServer:
     # -- talking to it --------------------------------------------------------------------------
 
     def images(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
-        return httpx.post(f"{self.url}{IMAGES}", json=_image_body(prompt), timeout=timeout)
+        return httpx.post(f"{self.url}{IMAGES}", json=image_body(prompt), timeout=timeout)
 
     def chat(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
         body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
@@ -136,7 +139,7 @@ class OmniServer:
             with ThreadPoolExecutor(len(prompts)) as pool:
                 futures = []
                 for client, prompt in zip(clients, prompts, strict=True):
-                    futures.append(pool.submit(client.post, IMAGES, json=_image_body(prompt)))
+                    futures.append(pool.submit(client.post, IMAGES, json=image_body(prompt)))
                     time.sleep(gap)
                 return [f.result() for f in futures]
         finally:
