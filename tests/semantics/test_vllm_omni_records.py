@@ -9,16 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 from omni_errors import OmniErrorDetails, encode
+from omni_errors.carry import EXIT_KEY, FRAME_KEY, Carried, carried, frame_fields, stage_failure
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni.records import (
-    EXIT_KEY,
-    FRAME_KEY,
-    Carried,
-    carried,
-    frame_fields,
-    output_record,
-    stage_failure,
-)
+from omni_errors.vllm_omni.records import output_record
 from vllm.v1.engine import EngineCoreOutput, FinishReason
 
 try:

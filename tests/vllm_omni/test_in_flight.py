@@ -8,10 +8,10 @@ import socket
 
 import httpx
 import uvicorn
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.render.http import http_response
 from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record
-from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.api import InFlight
 from starlette.applications import Starlette
 from starlette.requests import Request

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omni_errors.fatal.tables import generated, markdown_table
-from omni_errors.vllm_omni.fatal import EXIT_CODES
+from omni_errors.vllm_omni.doctor import EXIT_CODES
 from omni_errors.vllm_omni.manifest import TARGETS, render_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "vllm-omni.md"

@@ -25,7 +25,7 @@ import omni_errors
 import omni_errors.vllm_omni as plugin
 plugin.register()
 from omni_errors.semantics.core_table import fatal_record
-from omni_errors.vllm_omni import fatal
+from omni_errors.fatal import process as fatal
 from vllm_omni.diffusion.stage_diffusion_client import OmniMsgpackDecoder
 from vllm_omni.distributed.omni_connectors.utils.serialization import OmniMsgpackEncoder
 from vllm_omni.engine.orchestrator import Orchestrator

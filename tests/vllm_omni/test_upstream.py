@@ -176,7 +176,7 @@ def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -
 
 _EXECUTOR = r"""
 import torch
-from omni_errors.vllm_omni.records import carried
+from omni_errors.carry import carried
 from vllm_omni.diffusion.executor.uniproc_executor import UniProcDiffusionExecutor
 
 

@@ -239,7 +239,7 @@ def unapply() -> int:
 
 def _undo() -> int:
     """Pending patches dropped, every original restored, the fatal state forgotten; how many were restored."""
-    from omni_errors.vllm_omni import fatal
+    from omni_errors.fatal import process as fatal
     from omni_errors.vllm_omni.hooks import cancel
     from omni_errors.vllm_omni.patching import unapply as restore
 

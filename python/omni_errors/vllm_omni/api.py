@@ -32,8 +32,9 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, sanitize
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni import distributed, fatal
+from omni_errors.vllm_omni import distributed
 from omni_errors.vllm_omni.answer_headers import AnswerHeaders, retry_later
 from omni_errors.vllm_omni.settings import ANSWER_DEADLINE_ENV, LOG_NAME, max_body_bytes, number_from_env
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import zmq
 
+from omni_errors.carry import FRAME_KEY, Carried, attach, carried, record_failure
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
-from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.liveness import LinkWatch, RemoteReplica, expect
-from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, stage_failure
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -62,14 +62,9 @@ def make_from_error(module: ModuleType, original: Any) -> Any:
         output = build(cls, request_id, error_message, **kwargs)
         exc = sys.exc_info()[1]
         if exc is not None and carried(output) is None:
-            try:
-                value = stage_failure(exc, request_id=request_id)
-            except Exception:  # classifying must never turn one failure into two
-                _log.exception("omni-errors: could not classify %s", type(exc).__name__)
-                return output
-            if value.exit_code is not None:
-                fatal.note(value.exit_code)
-            attach(output, value)
+            value = record_failure(exc, request_id=request_id)
+            if value is not None:
+                attach(output, value)
         return output
 
     return classmethod(from_error)

@@ -29,11 +29,11 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, decode, encode, peek
+from omni_errors.carry import stage_failure
 from omni_errors.errors import DecodeError
 from omni_errors.semantics.core_table import stage_failure_record
 from omni_errors.semantics.exceptions import rebuild
 from omni_errors.semantics.ids import with_ids
-from omni_errors.vllm_omni.records import stage_failure
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [

@@ -26,12 +26,12 @@ from typing import Any
 
 import zmq
 
+from omni_errors.carry import FRAME_KEY, Carried, attach, carried, frame_fields, record_failure
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_ids
-from omni_errors.vllm_omni import fatal
 from omni_errors.vllm_omni.liveness import LinkWatch, expect
-from omni_errors.vllm_omni.records import FRAME_KEY, Carried, attach, carried, frame_fields, stage_failure
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -48,24 +48,13 @@ __all__ = [
 _log = logging.getLogger(LOG_NAME)
 
 
-def _recorded(exc: BaseException, **ids: Any) -> Carried | None:
-    try:
-        value = stage_failure(exc, **ids)
-    except Exception:  # classifying must never turn one failure into two
-        _log.exception("omni-errors: could not classify %s", type(exc).__name__)
-        return None
-    if value.exit_code is not None:
-        fatal.note(value.exit_code)
-    return value
-
-
 def make_from_exception(module: ModuleType, original: Any) -> Any:
     """`DiffusionOutput.from_exception` attaches the record."""
     build = original.__func__
 
     def from_exception(cls: Any, /, exc: BaseException) -> Any:
         output = build(cls, exc)
-        value = _recorded(exc)
+        value = record_failure(exc)
         if value is not None:
             attach(output, value)
         return output
@@ -137,7 +126,7 @@ def make_frame_encoder(module: ModuleType, original: type) -> type:
         def encode(self, obj: Any) -> Any:
             exc = sys.exc_info()[1]
             if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
-                value = _recorded(exc, request_id=obj.get("request_id"))
+                value = record_failure(exc, request_id=obj.get("request_id"))
                 if value is not None:
                     if value.details.fatal:  # the code that wins in this process (the fatal policy)
                         value = Carried(value.details, fatal.note(value.exit_code or ExitCode.FATAL_ENGINE))

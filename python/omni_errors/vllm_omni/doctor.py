@@ -19,13 +19,22 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from omni_errors.fatal.exitcodes import MEANINGS
+from omni_errors.fatal.exitcodes import MEANINGS, ExitCode
 from omni_errors.fatal.tables import generated, in_order, markdown_table
 from omni_errors.vllm_omni import Decision, Status, decide
-from omni_errors.vllm_omni.fatal import EXIT_CODES
 from omni_errors.vllm_omni.manifest import Process
 
-__all__ = ["EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
+__all__ = ["EXIT_CODES", "EXIT_STATUS", "KEYS_UNUSABLE", "add_command", "report"]
+
+#: The documented codes a vLLM-Omni server's processes exit with (the API process, a
+#: StageDiffusionProc, a headless launcher); anything else is vLLM's own (Ctrl+C, SIGTERM).
+EXIT_CODES = (
+    ExitCode.STARTUP_FAILURE,
+    ExitCode.OOM,
+    ExitCode.FATAL_ENGINE,
+    ExitCode.LINK_LOST,
+    ExitCode.STAGE_LOST,
+)
 
 #: The exit status of `omni-errors doctor` for each decision.
 EXIT_STATUS = {

@@ -1,11 +1,13 @@
-"""The process's fatal state and who to tell: the lifecycle's one fatal policy, per process.
+"""The process's fatal state and who to tell: the one fatal policy, held once per process.
 
-Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, workers). A patch
-that recognises a fatal failure calls `declare`; the parts that end the process subscribe with
-`on_fatal` (the API server's stop, the orchestrator's pipeline shutdown) and read `exit_code()`
-when the process ends. Which record is kept and which exit code wins is decided by
-`omni_errors.fatal.policy.FatalState`, as in the reference supervisor: the first failure is
-the root cause, and a more specific code seen later (an OOM after the engine died) still wins.
+Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, workers), whether the
+calls come from vLLM-Omni itself (the upstream series) or from the plugin's patches: code that
+recognises a fatal failure calls `declare` (or `note`, when it only sees the failure's type); the
+parts that end the process subscribe with `on_fatal` (the API server's stop, the orchestrator's
+pipeline shutdown) and read `exit_code()` when the process ends. Which record is kept and which
+exit code wins is decided by `omni_errors.fatal.policy.FatalState`, as in the reference supervisor:
+the first failure is the root cause, and a more specific code seen later (an OOM after the engine
+died) still wins.
 """
 
 from __future__ import annotations
@@ -17,23 +19,12 @@ from collections.abc import Callable
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import FatalState
-from omni_errors.vllm_omni.settings import LOG_NAME
 
-__all__ = ["EXIT_CODES", "declare", "declared", "exit_code", "note", "on_fatal", "reset"]
+__all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
 
-_log = logging.getLogger(LOG_NAME)
+_log = logging.getLogger("omni_errors.fatal")
 
 Callback = Callable[[OmniErrorDetails], None]
-
-#: The documented codes a vLLM-Omni server's processes exit with (the API process, a
-#: StageDiffusionProc, a headless launcher); anything else is vLLM's own (Ctrl+C, SIGTERM).
-EXIT_CODES = (
-    ExitCode.STARTUP_FAILURE,
-    ExitCode.OOM,
-    ExitCode.FATAL_ENGINE,
-    ExitCode.LINK_LOST,
-    ExitCode.STAGE_LOST,
-)
 
 _state = FatalState()
 _lock = threading.Lock()
@@ -93,7 +84,7 @@ def on_fatal(callback: Callback) -> None:
 
 
 def reset() -> None:
-    """Forget the state and the subscribers (`omni_errors.vllm_omni.unapply`)."""
+    """Forget the state and the subscribers (the plugin's `unapply`, tests)."""
     with _lock:
         _state.reset()
         _callbacks.clear()

@@ -1,0 +1,146 @@
+"""How a record rides a carrier it does not own, and how a failure on the stage side becomes one.
+
+vLLM-Omni's carriers keep their 0.30 flat fields, filled from the record, so a peer without
+omni-errors reads what it always read:
+
+- an output (`DiffusionOutput`, `OmniRequestOutput`): attribute `omni_error` (`RECORD_ATTR`) holding
+  a `Carried` (pickled with the dataclass: it crosses the diffusion worker's shared-memory queue as
+  one compact frame);
+- a msgpack dict frame (the diffusion proc's error frames): top-level keys `omni_error`
+  (`FRAME_KEY`, the record's frame bytes) and `omni_error_exit` (`EXIT_KEY`, the exit code a fatal
+  failure implies); old receivers ignore them.
+
+Raw fallbacks on the stage side are off: a `ValueError` raised inside a stage is a server failure
+(500), never a client error. Only explicit client types (vLLM's `VLLMClientError` family,
+vLLM-Omni's `OmniClientError`) become 4xx there.
+
+The writers and readers are vLLM-Omni's own code (the upstream series) or the plugin's patches:
+both call these, so each side reads what the other wrote. A fatal failure's exit code is noted in
+the process's fatal state (`omni_errors.fatal.process`) where it is first seen (`record_failure`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from omni_errors._native import OmniErrorDetails, decode, encode
+from omni_errors.errors import DecodeError
+from omni_errors.fatal import process
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import fatal_cause
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.legacy import to_legacy
+
+__all__ = [
+    "EXIT_KEY",
+    "FRAME_KEY",
+    "RECORD_ATTR",
+    "Carried",
+    "attach",
+    "carried",
+    "frame_fields",
+    "record_failure",
+    "stage_failure",
+]
+
+_log = logging.getLogger("omni_errors.carry")
+
+RECORD_ATTR = "omni_error"
+FRAME_KEY = "omni_error"
+EXIT_KEY = "omni_error_exit"
+
+
+@dataclass(frozen=True, slots=True)
+class Carried:
+    """A record on its way, and for a fatal one the exit code it implies (81 OOM, 80 otherwise)."""
+
+    details: OmniErrorDetails
+    exit_code: ExitCode | None = None
+
+
+def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
+    """The record of `exc` raised on the stage side: no raw fallbacks, fatal by type along its chain."""
+    from omni_errors.semantics.classification import classify
+
+    details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
+    cause = fatal_cause(exc)
+    if cause is None and not details.fatal:
+        return Carried(details)
+    if not details.fatal:  # a fatal type wrapped by a library (seed 003): the chain decides
+        details = fatal_record(stage_id=details.stage_id, request_id=details.request_id)
+    code = cause[1] if cause is not None else ExitCode.FATAL_ENGINE
+    return Carried(details, code)
+
+
+def record_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried | None:
+    """`stage_failure`, for the code that handles the failure: a fatal one's exit code is noted in
+    this process's fatal state, and a failure to classify is logged and gives None (classifying
+    must never turn one failure into two)."""
+    try:
+        value = stage_failure(exc, request_id=request_id, stage_id=stage_id)
+    except Exception:
+        _log.exception("omni-errors: could not classify %s", type(exc).__name__)
+        return None
+    if value.exit_code is not None:
+        process.note(value.exit_code)
+    return value
+
+
+_ignored_lock = threading.Lock()
+_ignored_logged = False
+
+
+def _peer_exit_code(value: object) -> ExitCode | None:
+    """The exit code a peer's frame names, or None; a value that is not a documented code (a newer
+    release's, a malformed frame's) is ignored, and said once per process."""
+    global _ignored_logged
+    code = ExitCode.parse(value)
+    if code is None and value is not None:
+        with _ignored_lock:
+            first, _ignored_logged = not _ignored_logged, True
+        if first:
+            _log.warning(
+                "omni-errors: ignored an exit code that is not a documented one in a peer's frame: %.40r", value
+            )
+    return code
+
+
+def attach(carrier: Any, value: Carried) -> None:
+    """Put the record on an output and fill its 0.30 flat fields from it (sanitized text included)."""
+    setattr(carrier, RECORD_ATTR, value)
+    legacy = to_legacy(value.details, kind="output")
+    for name in ("error", "error_status_code", "error_type"):
+        if hasattr(carrier, name):
+            setattr(carrier, name, legacy[name])
+
+
+def carried(carrier: Any) -> Carried | None:
+    """The `Carried` on an output or in a frame dict, if an omni-errors peer put one there."""
+    if isinstance(carrier, dict):
+        raw = carrier.get(FRAME_KEY)
+        if not isinstance(raw, (bytes, bytearray, memoryview)):
+            return None
+        try:
+            details = decode(raw)
+        except DecodeError:
+            return None
+        code = _peer_exit_code(carrier.get(EXIT_KEY)) if details.fatal else None
+        return Carried(details, code)
+    value = getattr(carrier, RECORD_ATTR, None)
+    return value if isinstance(value, Carried) else None
+
+
+def frame_fields(value: Carried) -> dict[str, Any]:
+    """The keys a diffusion error frame gets: the record, its exit code, and the flat fields from it."""
+    fields: dict[str, Any] = {
+        "error": value.details.message,
+        "status_code": value.details.status_code,
+        "error_type": value.details.error_type,
+        FRAME_KEY: encode(value.details),
+    }
+    if value.exit_code is not None:
+        fields[EXIT_KEY] = int(value.exit_code)  # msgpack writes a plain int
+    return fields
