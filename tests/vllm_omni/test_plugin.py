@@ -178,3 +178,33 @@ def test_a_patch_that_fails_as_it_is_applied_refuses_the_plugin_and_undoes_the_r
     assert len(refusals) == 1 and reason in refusals[0], logged
     undone = re.search(r"the (\d+) patches applied are undone", refusals[0])
     assert undone and int(undone.group(1)) >= 1, "the modules imported before it were patched, then restored"
+
+
+_CORE_LINE = r"""
+import sys
+import vllm.logger  # vLLM's logger gets its handler here, as in every process vLLM starts
+import omni_errors.vllm_omni as plugin
+if sys.argv[1] == "register":
+    plugin.register()
+from omni_errors.fatal import process
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
+process.declare(fatal_record(stage_id=1), ExitCode.OOM)
+"""
+
+
+@pytest.mark.parametrize("registered", [True, False], ids=["registered", "not-registered"])
+def test_the_cores_fatal_line_is_printed_in_vllms_format_once_the_plugin_is_registered(registered: bool) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _CORE_LINE, "register" if registered else "-"],
+        env={**os.environ, "VLLM_TARGET_DEVICE": "cpu", "OMNI_ERRORS_VLLM_OMNI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    printed = done.stdout + done.stderr  # vLLM's handler writes to stdout, the last-resort one to stderr
+    lines = [line for line in printed.splitlines() if "ending the pipeline with exit code 81" in line]
+    assert len(lines) == 1, printed  # printed once, whichever handler printed it
+    # vLLM's format names the level and the source; Python's last-resort handler prints the message alone
+    assert lines[0].startswith("CRITICAL ") is registered

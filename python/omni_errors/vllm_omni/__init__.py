@@ -202,6 +202,18 @@ def _check_keys() -> None:
         raise SystemExit(ExitCode.STARTUP_FAILURE) from None
 
 
+def _print_core_lines_beside_vllms(*, add: bool) -> None:
+    """omni-errors' core (the fatal state, the carriers: called by the patches or by vLLM-Omni itself)
+    logs under `omni_errors`; in a vLLM process its lines go to vLLM's handlers, in vLLM's format,
+    as the plugin's own do (`LOG_NAME`). They still propagate: a handler on the root sees them too."""
+    core = logging.getLogger("omni_errors")
+    for handler in logging.getLogger("vllm").handlers:
+        if add and handler not in core.handlers:
+            core.addHandler(handler)
+        elif not add:
+            core.removeHandler(handler)
+
+
 def register() -> None:
     """The `vllm.general_plugins` entry point; idempotent (vLLM may load plugins more than once)."""
     global _status
@@ -212,6 +224,8 @@ def register() -> None:
     _log_decision(_status)
     if _status.decision not in (Decision.ENABLED, Decision.REFUSED, Decision.UPSTREAMED):
         return
+    if _status.decision is not Decision.REFUSED:
+        _print_core_lines_beside_vllms(add=True)
     if _status.decision is Decision.ENABLED:
         _check_keys()
         skip_final_collections()  # a stage that must end within 5 s spent 6 s collecting at exit
@@ -233,6 +247,7 @@ def unapply() -> int:
         previous = _status
         _status = Status(Decision.DISABLED, "switched off by unapply()", previous.vllm_omni if previous else None)
     restored = _undo()
+    _print_core_lines_beside_vllms(add=False)
     _set_gauge()
     return restored
 
