@@ -174,6 +174,57 @@ def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -
     assert report["decision"] == "enabled"
 
 
+#: A diffusion stage's failed output, from the worker's `from_exception` to the engine's `postprocess_output`:
+#: first in a probe, so the fatal state it reads before is the process's own (nothing fatal yet).
+_DIFFUSION = r"""
+import torch
+from omni_errors.carry import carried
+from omni_errors.fatal import process as fatal_state
+from vllm.exceptions import VLLMValidationError
+from vllm_omni.diffusion.data import DiffusionOutput
+from vllm_omni.diffusion.diffusion_engine import DiffusionEngine
+
+noted = [fatal_state.exit_code()]
+engine = DiffusionEngine.__new__(DiffusionEngine)  # on an error, postprocess_output reads the output alone
+
+
+def answered(output, request_id):
+    try:
+        engine.postprocess_output(SimpleNamespace(request_id=request_id), output)
+    except Exception as exc:
+        details = getattr(exc, "details", None)
+        return [type(exc).__name__, str(exc) if details is None else details.to_dict()]
+    return None
+
+
+outputs = {}
+for name, exc in (
+    ("oom", torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")),
+    ("client", VLLMValidationError("height must be a multiple of 16", parameter="height")),
+    ("server", ValueError("could not read /home/alice/ckpt/model.safetensors")),
+):
+    output = DiffusionOutput.from_exception(exc)
+    value = carried(output)
+    outputs[name] = {
+        "flat": [output.error, output.error_status_code, output.error_type],
+        "record": None if value is None else [value.details.to_dict(), value.exit_code],
+        "raised": answered(output, f"r-{name}"),
+    }
+noted.append(fatal_state.exit_code())
+aborted = DiffusionOutput.from_exception(ValueError("cancelled"))
+aborted.aborted, aborted.abort_message = True, "aborted by the client"
+report["diffusion"] = {
+    "patched": sorted(name for name, value in (("from_exception", vars(DiffusionOutput)["from_exception"]),
+                                                ("postprocess_output", DiffusionEngine.postprocess_output))
+                      if is_patched(value)),
+    "noted": noted,
+    "outputs": outputs,
+    "aborted": answered(aborted, "r-aborted"),
+    "no_record": answered(DiffusionOutput(error="worker gone"), "r-peer"),  # a peer without omni-errors
+}
+"""
+
+
 _EXECUTOR = r"""
 import torch
 from omni_errors.carry import carried
@@ -388,7 +439,7 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
+_COMPARED = (_DIFFUSION, _EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
 
 
 @pytest.fixture(scope="module")
@@ -523,4 +574,60 @@ def test_a_headless_launcher_ends_with_its_replicas_code(tree: str, request: pyt
     assert report["launcher"] == {
         "patched": tree == "release",
         "exits": {"clean": None, "fatal": 80, "oom": 81, "link_lost": 86, "exception": 85, "killed": 85},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """Seed 003 from the worker to the engine: `DiffusionOutput.from_exception` and the engine's
+    `postprocess_output`, the release with the plugin's wraps and the patched tree with nothing patched
+    there: the same record on the output (an OOM fatal by type, exit 81, noted in the fatal state),
+    the same sanitized flat fields, the same exception raised from it; an aborted output and one
+    without a record (a peer without omni-errors) answered as vLLM-Omni answers them."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    diffusion = dict(report["diffusion"])
+    assert diffusion.pop("patched") == (["from_exception", "postprocess_output"] if tree == "release" else [])
+    oom = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": None,
+        "stage_id": None,
+        "fatal": True,
+    }
+    client = {
+        **oom,
+        "message": "height must be a multiple of 16",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+        "parameter": "height",
+        "fatal": False,
+    }
+    server = {**oom, "message": "could not read <path>", "fatal": False}
+    assert diffusion == {
+        "noted": [None, 81],
+        "outputs": {
+            "oom": {
+                "flat": [oom["message"], 500, "InternalServerError"],
+                "record": [oom, 81],
+                "raised": ["OmniEngineDeadError", {**oom, "request_id": "r-oom"}],
+            },
+            "client": {
+                "flat": [client["message"], 400, "BadRequestError"],
+                "record": [client, None],
+                "raised": ["OmniClientError", {**client, "request_id": "r-client"}],
+            },
+            "server": {
+                "flat": [server["message"], 500, "InternalServerError"],
+                "record": [server, None],
+                "raised": ["OmniServerError", {**server, "request_id": "r-server"}],
+            },
+        },
+        "aborted": ["DiffusionRequestAbortedError", "aborted by the client"],
+        "no_record": ["RuntimeError", "worker gone"],
     }

@@ -180,12 +180,12 @@ _COORD_CLIENT = "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_st
 # fmt: off
 TARGETS: tuple[Target, ...] = (
     Target(f"{_D}.data", "DiffusionOutput", "from_exception", "diffusion:make_from_exception", Kind.WRAP,
-           {_R030: "7d84b22e58b0f273"},
+           {_R030: "7d84b22e58b0f273"}, upstreamed={_R030: "f9015b1a7bdd2edc"},
            process=Process.WORKER, hop=Hop.WORKER,
            does="classifies the exception while its type is known (stage side: no raw fallbacks; OOM and "
                 "fatal types along the cause chain) and attaches the record (`omni_error`) and its exit code; "
                 "fills the flat `error`/`error_status_code`/`error_type` from it, sanitized",
-           upstream="`DiffusionOutput` gets a `details: OmniErrorDetails` field set in `from_exception`"),
+           upstream="`from_exception` attaches the record (`omni_errors.carry.attach`: `omni_error`)"),
     Target(f"{_D}.executor.uniproc_executor", "UniProcDiffusionExecutor", "collective_rpc",
            "diffusion:make_collective_rpc", Kind.WRAP, {_R030: "f70c10935e8f26bb"},
            upstreamed={_R030: "499a2e41f1ae70df"},
@@ -195,11 +195,11 @@ TARGETS: tuple[Target, ...] = (
                 "does, instead of `DiffusionOutput(error=str(exc))`",
            upstream="`execute_request` calls `from_exception`"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "postprocess_output", "diffusion:make_postprocess_output",
-           Kind.WRAP, {_R030: "a81aee66d48322da"},
+           Kind.WRAP, {_R030: "a81aee66d48322da"}, upstreamed={_R030: "d22d16037bb518a6"},
            process=Process.STAGE, hop=Hop.ENGINE,
            does="an output carrying a record raises `rebuild(record)` (client, server or fatal carrier) instead "
                 "of `RuntimeError(text)` or a status-guessed client error",
-           upstream="`postprocess_output` raises `rebuild(output.details)`"),
+           upstream="`postprocess_output` raises `rebuild` of the record the output carries"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "_emit_outputs", "diffusion:make_emit_outputs",
            Kind.WRAP, {_R030: "30d90d0269fc51e4"},
            relies_on=("DiffusionEngine._fail_engine",),
