@@ -225,6 +225,80 @@ report["diffusion"] = {
 """
 
 
+#: After `_DIFFUSION`: the stage process's side of a fatal record. Each case starts from a clean fatal
+#: state (a worker notes its code in its own process; the stage process learns it from the output),
+#: and the probe leaves it clean for the fragments after it.
+_FATAL_STOP = r"""
+import pickle
+from vllm_omni.diffusion.diffusion_engine import DiffusionExecutionMode
+from vllm_omni.diffusion.stage_diffusion_proc import StageDiffusionProc
+
+
+def from_a_worker(exc):  # what crosses the worker's queue
+    return pickle.loads(pickle.dumps(DiffusionOutput.from_exception(exc)))
+
+
+def emitted(results, mode):
+    fatal_state.reset()
+    calls = []
+    engine = DiffusionEngine.__new__(DiffusionEngine)  # the engine's own bookkeeping, stubbed
+    engine.__dict__.update(
+        execution_mode=mode,
+        _emit_finished_outputs=lambda finished, runner, **kw: calls.append(["emitted", sorted(finished)]),
+        _remove_diffusion_kv_requests=lambda ids: None,
+        _finalize_finished_request=lambda request_id, *a, **kw: runner.get_request_output(request_id).result,
+        _put_output=lambda request_id, out: calls.append(["put", request_id, out.error]),
+        _fail_engine=lambda exc: calls.append(["failed", type(exc).__name__, exc.details.to_dict()]),
+    )
+    runner = SimpleNamespace(get_request_output=lambda request_id: SimpleNamespace(result=results[request_id]))
+    engine._emit_outputs(set(results), list(results), runner, worker_execution_completed=True)
+    return {"calls": calls, "noted": fatal_state.exit_code()}
+
+
+oom = from_a_worker(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+client = from_a_worker(VLLMValidationError("height must be a multiple of 16", parameter="height"))
+fine = DiffusionOutput()
+engine_report = {}
+for mode in (DiffusionExecutionMode.REQUEST_BATCH, DiffusionExecutionMode.STEP_BATCH):
+    engine_report[mode.value] = {
+        "oom": emitted({"r1": fine, "r2": oom, "r3": client}, mode),
+        "client": emitted({"r1": fine, "r3": client}, mode),
+    }
+
+
+def closed(code):
+    fatal_state.reset()
+    if code is not None:
+        fatal_state.note(code)
+    released = []
+    proc = StageDiffusionProc.__new__(StageDiffusionProc)
+    proc.__dict__.update(_closed=False, _engine=SimpleNamespace(close=lambda: released.append("engine")),
+                         _executor=SimpleNamespace(shutdown=lambda wait: released.append("executor")))
+    exits = []
+    for _ in range(2):  # run_diffusion_proc closes once; a second close says the same
+        try:
+            proc.close()
+            exits.append(None)
+        except SystemExit as stop:
+            exits.append(stop.code)
+    return {"exits": exits, "released": released}
+
+
+from omni_errors.fatal.exitcodes import ExitCode
+
+report["fatal_stop"] = {
+    "patched": sorted(name for name, value in (("_emit_outputs", DiffusionEngine._emit_outputs),
+                                                ("close", StageDiffusionProc.close)) if is_patched(value)),
+    "engine": engine_report,
+    "proc": {
+        "none" if code is None else str(int(code)): closed(code)
+        for code in (None, ExitCode.FATAL_ENGINE, ExitCode.OOM, ExitCode.LINK_LOST)
+    },
+}
+fatal_state.reset()
+"""
+
+
 _EXECUTOR = r"""
 import torch
 from omni_errors.carry import carried
@@ -439,7 +513,7 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_DIFFUSION, _EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
+_COMPARED = (_DIFFUSION, _FATAL_STOP, _EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
 
 
 @pytest.fixture(scope="module")
@@ -630,4 +704,49 @@ def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
         },
         "aborted": ["DiffusionRequestAbortedError", "aborted by the client"],
         "no_record": ["RuntimeError", "worker gone"],
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_code(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """Seed 003 in the stage process: a worker's OOM record delivered by `_emit_outputs` (both execution
+    modes) fails the engine once, with the rebuilt record, and notes 81 in the stage process's fatal
+    state; a client error fails nothing. `StageDiffusionProc.close` releases the engine and executor,
+    then ends the proc with the fatal state's code (80, 81, 86), or returns when nothing fatal
+    happened. The release with the plugin's wraps and the patched tree with nothing patched there agree."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    stop = dict(report["fatal_stop"])
+    assert stop.pop("patched") == (["_emit_outputs", "close"] if tree == "release" else [])
+    fatal = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": None,
+        "stage_id": None,
+        "fatal": True,
+    }
+    failed = ["failed", "OmniEngineDeadError", fatal]
+    put = [["put", "r1", None], ["put", "r2", fatal["message"]], ["put", "r3", "height must be a multiple of 16"]]
+    released = ["engine", "executor"]
+    assert stop == {
+        "engine": {
+            "request_batch": {
+                "oom": {"calls": [["emitted", ["r1", "r2", "r3"]], failed], "noted": 81},
+                "client": {"calls": [["emitted", ["r1", "r3"]]], "noted": None},
+            },
+            "step_batch": {
+                "oom": {"calls": [*put, failed], "noted": 81},
+                "client": {"calls": [put[0], put[2]], "noted": None},
+            },
+        },
+        "proc": {
+            "none": {"exits": [None, None], "released": released},
+            "80": {"exits": [80, 80], "released": released},
+            "81": {"exits": [81, 81], "released": released},
+            "86": {"exits": [86, 86], "released": released},
+        },
     }
