@@ -299,6 +299,50 @@ fatal_state.reset()
 """
 
 
+#: After `_FATAL_STOP`: the inline diffusion client answering a failed request (`_dispatch_request`,
+#: its engine stubbed to raise) with `OmniRequestOutput.from_error`, each case from a clean fatal state.
+_ERROR_OUTPUT = r"""
+import asyncio
+from vllm_omni.diffusion.inline_stage_diffusion_client import InlineStageDiffusionClient
+from vllm_omni.inputs.data import OmniDiffusionSamplingParams
+from vllm_omni.outputs import OmniRequestOutput
+
+
+class FailingEngine:
+    def __init__(self, exc):
+        self.exc = exc
+
+    async def step_streaming(self, request):
+        raise self.exc
+        yield
+
+
+def answered(exc):
+    fatal_state.reset()
+    client = InlineStageDiffusionClient.__new__(InlineStageDiffusionClient)
+    client.__dict__.update(od_config=SimpleNamespace(streaming_output=False), _engine=FailingEngine(exc),
+                           _output_queue=asyncio.Queue(), _tasks={}, stage_id=0)
+    asyncio.run(client._dispatch_request("r1", "a red fox", OmniDiffusionSamplingParams()))
+    output = client._output_queue.get_nowait()
+    value = carried(output)
+    return {
+        "flat": [output.request_id, output.finished, output.error, output.error_status_code, output.error_type],
+        "record": None if value is None else [value.details.to_dict(), value.exit_code],
+        "noted": fatal_state.exit_code(),
+    }
+
+
+report["error_output"] = {
+    "patched": is_patched(vars(OmniRequestOutput)["from_error"]),
+    "oom": answered(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")),
+    "client": answered(VLLMValidationError("height must be a multiple of 16", parameter="height")),
+    "server": answered(ValueError("could not read /home/alice/ckpt/model.safetensors")),
+    "outside_an_except": carried(OmniRequestOutput.from_error("r2", "Stage-0 produced no valid inputs")) is None,
+}
+fatal_state.reset()
+"""
+
+
 _EXECUTOR = r"""
 import torch
 from omni_errors.carry import carried
@@ -513,7 +557,19 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_DIFFUSION, _FATAL_STOP, _EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
+_COMPARED = (
+    _DIFFUSION,
+    _FATAL_STOP,
+    _ERROR_OUTPUT,
+    _EXECUTOR,
+    _MODELS,
+    _VIDEO,
+    _MESSAGES,
+    _HEAD,
+    _SENDS,
+    _LAUNCHER,
+    _OWN_TRANSPORT,
+)
 
 
 @pytest.fixture(scope="module")
@@ -749,4 +805,55 @@ def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_c
             "81": {"exits": [81, 81], "released": released},
             "86": {"exits": [86, 86], "released": released},
         },
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_inline_clients_error_output_carries_the_record_it_answers(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """The inline diffusion client answering a failed request: `OmniRequestOutput.from_error`, built inside
+    the `except` that caught the failure, carries that failure's record (the release with the plugin's
+    wrap reads the exception being handled; the patched tree's own `from_error` is handed it), its flat
+    fields from the record, an OOM's 81 noted in the fatal state; built outside an `except`, no record."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    answers = dict(report["error_output"])
+    assert answers.pop("patched") is (tree == "release")
+    record = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": "r1",
+        "stage_id": None,
+        "fatal": True,
+    }
+    client = {
+        **record,
+        "message": "height must be a multiple of 16",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+        "parameter": "height",
+        "fatal": False,
+    }
+    server = {**record, "message": "could not read <path>", "fatal": False}
+    assert answers == {
+        "oom": {
+            "flat": ["r1", True, record["message"], 500, "InternalServerError"],
+            "record": [record, 81],
+            "noted": 81,
+        },
+        "client": {
+            "flat": ["r1", True, client["message"], 400, "BadRequestError"],
+            "record": [client, None],
+            "noted": None,
+        },
+        "server": {
+            "flat": ["r1", True, server["message"], 500, "InternalServerError"],
+            "record": [server, None],
+            "noted": None,
+        },
+        "outside_an_except": True,
     }

@@ -236,13 +236,14 @@ TARGETS: tuple[Target, ...] = (
                 "(no request id: a receiver without the plugin only logs it)",
            upstream="`DIFFUSION_PROC_DEAD` carries `details`"),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
-           {_R030: "8744bdac53021431"},
+           {_R030: "8744bdac53021431"}, upstreamed={_R030: "4957dfa03090d50a"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
                                "from_error"),),
            process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="called inside the `except` that caught the failure, attaches the record of the exception "
                 "being handled",
-           upstream="`from_error(..., details=)`"),
+           upstream="`from_error(..., exc=)` attaches the record of `exc` (`omni_errors.carry.record_failure`, "
+                    "`attach`); the inline client passes the exception it caught"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "_connect_transport",
            "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049", _S030: "6c8ab5a3fe04a841"},
            relies_on=("StageDiffusionClient._request_socket", "StageDiffusionClient._proc_manager",
