@@ -174,6 +174,175 @@ def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -
     assert report["decision"] == "enabled"
 
 
+#: A diffusion stage's failed output, from the worker's `from_exception` to the engine's `postprocess_output`:
+#: first in a probe, so the fatal state it reads before is the process's own (nothing fatal yet).
+_DIFFUSION = r"""
+import torch
+from omni_errors.carry import carried
+from omni_errors.fatal import process as fatal_state
+from vllm.exceptions import VLLMValidationError
+from vllm_omni.diffusion.data import DiffusionOutput
+from vllm_omni.diffusion.diffusion_engine import DiffusionEngine
+
+noted = [fatal_state.exit_code()]
+engine = DiffusionEngine.__new__(DiffusionEngine)  # on an error, postprocess_output reads the output alone
+
+
+def answered(output, request_id):
+    try:
+        engine.postprocess_output(SimpleNamespace(request_id=request_id), output)
+    except Exception as exc:
+        details = getattr(exc, "details", None)
+        return [type(exc).__name__, str(exc) if details is None else details.to_dict()]
+    return None
+
+
+outputs = {}
+for name, exc in (
+    ("oom", torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")),
+    ("client", VLLMValidationError("height must be a multiple of 16", parameter="height")),
+    ("server", ValueError("could not read /home/alice/ckpt/model.safetensors")),
+):
+    output = DiffusionOutput.from_exception(exc)
+    value = carried(output)
+    outputs[name] = {
+        "flat": [output.error, output.error_status_code, output.error_type],
+        "record": None if value is None else [value.details.to_dict(), value.exit_code],
+        "raised": answered(output, f"r-{name}"),
+    }
+noted.append(fatal_state.exit_code())
+aborted = DiffusionOutput.from_exception(ValueError("cancelled"))
+aborted.aborted, aborted.abort_message = True, "aborted by the client"
+report["diffusion"] = {
+    "patched": sorted(name for name, value in (("from_exception", vars(DiffusionOutput)["from_exception"]),
+                                                ("postprocess_output", DiffusionEngine.postprocess_output))
+                      if is_patched(value)),
+    "noted": noted,
+    "outputs": outputs,
+    "aborted": answered(aborted, "r-aborted"),
+    "no_record": answered(DiffusionOutput(error="worker gone"), "r-peer"),  # a peer without omni-errors
+}
+"""
+
+
+#: After `_DIFFUSION`: the stage process's side of a fatal record. Each case starts from a clean fatal
+#: state (a worker notes its code in its own process; the stage process learns it from the output),
+#: and the probe leaves it clean for the fragments after it.
+_FATAL_STOP = r"""
+import pickle
+from vllm_omni.diffusion.diffusion_engine import DiffusionExecutionMode
+from vllm_omni.diffusion.stage_diffusion_proc import StageDiffusionProc
+
+
+def from_a_worker(exc):  # what crosses the worker's queue
+    return pickle.loads(pickle.dumps(DiffusionOutput.from_exception(exc)))
+
+
+def emitted(results, mode):
+    fatal_state.reset()
+    calls = []
+    engine = DiffusionEngine.__new__(DiffusionEngine)  # the engine's own bookkeeping, stubbed
+    engine.__dict__.update(
+        execution_mode=mode,
+        _emit_finished_outputs=lambda finished, runner, **kw: calls.append(["emitted", sorted(finished)]),
+        _remove_diffusion_kv_requests=lambda ids: None,
+        _finalize_finished_request=lambda request_id, *a, **kw: runner.get_request_output(request_id).result,
+        _put_output=lambda request_id, out: calls.append(["put", request_id, out.error]),
+        _fail_engine=lambda exc: calls.append(["failed", type(exc).__name__, exc.details.to_dict()]),
+    )
+    runner = SimpleNamespace(get_request_output=lambda request_id: SimpleNamespace(result=results[request_id]))
+    engine._emit_outputs(set(results), list(results), runner, worker_execution_completed=True)
+    return {"calls": calls, "noted": fatal_state.exit_code()}
+
+
+oom = from_a_worker(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+client = from_a_worker(VLLMValidationError("height must be a multiple of 16", parameter="height"))
+fine = DiffusionOutput()
+engine_report = {}
+for mode in (DiffusionExecutionMode.REQUEST_BATCH, DiffusionExecutionMode.STEP_BATCH):
+    engine_report[mode.value] = {
+        "oom": emitted({"r1": fine, "r2": oom, "r3": client}, mode),
+        "client": emitted({"r1": fine, "r3": client}, mode),
+    }
+
+
+def closed(code):
+    fatal_state.reset()
+    if code is not None:
+        fatal_state.note(code)
+    released = []
+    proc = StageDiffusionProc.__new__(StageDiffusionProc)
+    proc.__dict__.update(_closed=False, _engine=SimpleNamespace(close=lambda: released.append("engine")),
+                         _executor=SimpleNamespace(shutdown=lambda wait: released.append("executor")))
+    exits = []
+    for _ in range(2):  # run_diffusion_proc closes once; a second close says the same
+        try:
+            proc.close()
+            exits.append(None)
+        except SystemExit as stop:
+            exits.append(stop.code)
+    return {"exits": exits, "released": released}
+
+
+from omni_errors.fatal.exitcodes import ExitCode
+
+report["fatal_stop"] = {
+    "patched": sorted(name for name, value in (("_emit_outputs", DiffusionEngine._emit_outputs),
+                                                ("close", StageDiffusionProc.close)) if is_patched(value)),
+    "engine": engine_report,
+    "proc": {
+        "none" if code is None else str(int(code)): closed(code)
+        for code in (None, ExitCode.FATAL_ENGINE, ExitCode.OOM, ExitCode.LINK_LOST)
+    },
+}
+fatal_state.reset()
+"""
+
+
+#: After `_FATAL_STOP`: the inline diffusion client answering a failed request (`_dispatch_request`,
+#: its engine stubbed to raise) with `OmniRequestOutput.from_error`, each case from a clean fatal state.
+_ERROR_OUTPUT = r"""
+import asyncio
+from vllm_omni.diffusion.inline_stage_diffusion_client import InlineStageDiffusionClient
+from vllm_omni.inputs.data import OmniDiffusionSamplingParams
+from vllm_omni.outputs import OmniRequestOutput
+
+
+class FailingEngine:
+    def __init__(self, exc):
+        self.exc = exc
+
+    async def step_streaming(self, request):
+        raise self.exc
+        yield
+
+
+def answered(exc):
+    fatal_state.reset()
+    client = InlineStageDiffusionClient.__new__(InlineStageDiffusionClient)
+    client.__dict__.update(od_config=SimpleNamespace(streaming_output=False), _engine=FailingEngine(exc),
+                           _output_queue=asyncio.Queue(), _tasks={}, stage_id=0)
+    asyncio.run(client._dispatch_request("r1", "a red fox", OmniDiffusionSamplingParams()))
+    output = client._output_queue.get_nowait()
+    value = carried(output)
+    return {
+        "flat": [output.request_id, output.finished, output.error, output.error_status_code, output.error_type],
+        "record": None if value is None else [value.details.to_dict(), value.exit_code],
+        "noted": fatal_state.exit_code(),
+    }
+
+
+report["error_output"] = {
+    "patched": is_patched(vars(OmniRequestOutput)["from_error"]),
+    "oom": answered(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")),
+    "client": answered(VLLMValidationError("height must be a multiple of 16", parameter="height")),
+    "server": answered(ValueError("could not read /home/alice/ckpt/model.safetensors")),
+    "outside_an_except": carried(OmniRequestOutput.from_error("r2", "Stage-0 produced no valid inputs")) is None,
+}
+fatal_state.reset()
+"""
+
+
 _EXECUTOR = r"""
 import torch
 from omni_errors.carry import carried
@@ -388,7 +557,19 @@ _HEAD_TARGETS = (
 )
 
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (_EXECUTOR, _MODELS, _VIDEO, _MESSAGES, _HEAD, _SENDS, _LAUNCHER, _OWN_TRANSPORT)
+_COMPARED = (
+    _DIFFUSION,
+    _FATAL_STOP,
+    _ERROR_OUTPUT,
+    _EXECUTOR,
+    _MODELS,
+    _VIDEO,
+    _MESSAGES,
+    _HEAD,
+    _SENDS,
+    _LAUNCHER,
+    _OWN_TRANSPORT,
+)
 
 
 @pytest.fixture(scope="module")
@@ -523,4 +704,156 @@ def test_a_headless_launcher_ends_with_its_replicas_code(tree: str, request: pyt
     assert report["launcher"] == {
         "patched": tree == "release",
         "exits": {"clean": None, "fatal": 80, "oom": 81, "link_lost": 86, "exception": 85, "killed": 85},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """Seed 003 from the worker to the engine: `DiffusionOutput.from_exception` and the engine's
+    `postprocess_output`, the release with the plugin's wraps and the patched tree with nothing patched
+    there: the same record on the output (an OOM fatal by type, exit 81, noted in the fatal state),
+    the same sanitized flat fields, the same exception raised from it; an aborted output and one
+    without a record (a peer without omni-errors) answered as vLLM-Omni answers them."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    diffusion = dict(report["diffusion"])
+    assert diffusion.pop("patched") == (["from_exception", "postprocess_output"] if tree == "release" else [])
+    oom = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": None,
+        "stage_id": None,
+        "fatal": True,
+    }
+    client = {
+        **oom,
+        "message": "height must be a multiple of 16",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+        "parameter": "height",
+        "fatal": False,
+    }
+    server = {**oom, "message": "could not read <path>", "fatal": False}
+    assert diffusion == {
+        "noted": [None, 81],
+        "outputs": {
+            "oom": {
+                "flat": [oom["message"], 500, "InternalServerError"],
+                "record": [oom, 81],
+                "raised": ["OmniEngineDeadError", {**oom, "request_id": "r-oom"}],
+            },
+            "client": {
+                "flat": [client["message"], 400, "BadRequestError"],
+                "record": [client, None],
+                "raised": ["OmniClientError", {**client, "request_id": "r-client"}],
+            },
+            "server": {
+                "flat": [server["message"], 500, "InternalServerError"],
+                "record": [server, None],
+                "raised": ["OmniServerError", {**server, "request_id": "r-server"}],
+            },
+        },
+        "aborted": ["DiffusionRequestAbortedError", "aborted by the client"],
+        "no_record": ["RuntimeError", "worker gone"],
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_code(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """Seed 003 in the stage process: a worker's OOM record delivered by `_emit_outputs` (both execution
+    modes) fails the engine once, with the rebuilt record, and notes 81 in the stage process's fatal
+    state; a client error fails nothing. `StageDiffusionProc.close` releases the engine and executor,
+    then ends the proc with the fatal state's code (80, 81, 86), or returns when nothing fatal
+    happened. The release with the plugin's wraps and the patched tree with nothing patched there agree."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    stop = dict(report["fatal_stop"])
+    assert stop.pop("patched") == (["_emit_outputs", "close"] if tree == "release" else [])
+    fatal = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": None,
+        "stage_id": None,
+        "fatal": True,
+    }
+    failed = ["failed", "OmniEngineDeadError", fatal]
+    put = [["put", "r1", None], ["put", "r2", fatal["message"]], ["put", "r3", "height must be a multiple of 16"]]
+    released = ["engine", "executor"]
+    assert stop == {
+        "engine": {
+            "request_batch": {
+                "oom": {"calls": [["emitted", ["r1", "r2", "r3"]], failed], "noted": 81},
+                "client": {"calls": [["emitted", ["r1", "r3"]]], "noted": None},
+            },
+            "step_batch": {
+                "oom": {"calls": [*put, failed], "noted": 81},
+                "client": {"calls": [put[0], put[2]], "noted": None},
+            },
+        },
+        "proc": {
+            "none": {"exits": [None, None], "released": released},
+            "80": {"exits": [80, 80], "released": released},
+            "81": {"exits": [81, 81], "released": released},
+            "86": {"exits": [86, 86], "released": released},
+        },
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_inline_clients_error_output_carries_the_record_it_answers(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """The inline diffusion client answering a failed request: `OmniRequestOutput.from_error`, built inside
+    the `except` that caught the failure, carries that failure's record (the release with the plugin's
+    wrap reads the exception being handled; the patched tree's own `from_error` is handed it), its flat
+    fields from the record, an OOM's 81 noted in the fatal state; built outside an `except`, no record."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    answers = dict(report["error_output"])
+    assert answers.pop("patched") is (tree == "release")
+    record = {
+        "message": "The server had an error while processing your request.",
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "parameter": None,
+        "request_id": "r1",
+        "stage_id": None,
+        "fatal": True,
+    }
+    client = {
+        **record,
+        "message": "height must be a multiple of 16",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+        "parameter": "height",
+        "fatal": False,
+    }
+    server = {**record, "message": "could not read <path>", "fatal": False}
+    assert answers == {
+        "oom": {
+            "flat": ["r1", True, record["message"], 500, "InternalServerError"],
+            "record": [record, 81],
+            "noted": 81,
+        },
+        "client": {
+            "flat": ["r1", True, client["message"], 400, "BadRequestError"],
+            "record": [client, None],
+            "noted": None,
+        },
+        "server": {
+            "flat": ["r1", True, server["message"], 500, "InternalServerError"],
+            "record": [server, None],
+            "noted": None,
+        },
+        "outside_an_except": True,
     }

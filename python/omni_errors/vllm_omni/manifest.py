@@ -180,12 +180,12 @@ _COORD_CLIENT = "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_st
 # fmt: off
 TARGETS: tuple[Target, ...] = (
     Target(f"{_D}.data", "DiffusionOutput", "from_exception", "diffusion:make_from_exception", Kind.WRAP,
-           {_R030: "7d84b22e58b0f273"},
+           {_R030: "7d84b22e58b0f273"}, upstreamed={_R030: "f9015b1a7bdd2edc"},
            process=Process.WORKER, hop=Hop.WORKER,
            does="classifies the exception while its type is known (stage side: no raw fallbacks; OOM and "
                 "fatal types along the cause chain) and attaches the record (`omni_error`) and its exit code; "
                 "fills the flat `error`/`error_status_code`/`error_type` from it, sanitized",
-           upstream="`DiffusionOutput` gets a `details: OmniErrorDetails` field set in `from_exception`"),
+           upstream="`from_exception` attaches the record (`omni_errors.carry.attach`: `omni_error`)"),
     Target(f"{_D}.executor.uniproc_executor", "UniProcDiffusionExecutor", "collective_rpc",
            "diffusion:make_collective_rpc", Kind.WRAP, {_R030: "f70c10935e8f26bb"},
            upstreamed={_R030: "499a2e41f1ae70df"},
@@ -195,18 +195,19 @@ TARGETS: tuple[Target, ...] = (
                 "does, instead of `DiffusionOutput(error=str(exc))`",
            upstream="`execute_request` calls `from_exception`"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "postprocess_output", "diffusion:make_postprocess_output",
-           Kind.WRAP, {_R030: "a81aee66d48322da"},
+           Kind.WRAP, {_R030: "a81aee66d48322da"}, upstreamed={_R030: "d22d16037bb518a6"},
            process=Process.STAGE, hop=Hop.ENGINE,
            does="an output carrying a record raises `rebuild(record)` (client, server or fatal carrier) instead "
                 "of `RuntimeError(text)` or a status-guessed client error",
-           upstream="`postprocess_output` raises `rebuild(output.details)`"),
+           upstream="`postprocess_output` raises `rebuild` of the record the output carries"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "_emit_outputs", "diffusion:make_emit_outputs",
-           Kind.WRAP, {_R030: "30d90d0269fc51e4"},
+           Kind.WRAP, {_R030: "30d90d0269fc51e4"}, upstreamed={_R030: "3d6e4d54931bc8de"},
            relies_on=("DiffusionEngine._fail_engine",),
            process=Process.STAGE, hop=Hop.ENGINE,
            does="after delivering a fatal record, calls `_fail_engine`: queued requests are answered, the "
                 "executor stops",
-           upstream="the busy loop fails the engine on `details.fatal`"),
+           upstream="`_emit_outputs` fails the engine on a delivered fatal record (`rebuild`), its exit code "
+                    "noted (`omni_errors.fatal.process.note`)"),
     Target(f"{_D}.stage_diffusion_proc", None, "OmniMsgpackEncoder", "diffusion:make_frame_encoder", Kind.WRAP,
            {_R030: "87d8b337be6c9344"},
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
@@ -216,11 +217,11 @@ TARGETS: tuple[Target, ...] = (
                 "`omni_error` (the record's frame) and `omni_error_exit`; old receivers ignore them",
            upstream="the frame carries `details` (frame bytes)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "close", "diffusion:make_proc_close", Kind.WRAP,
-           {_R030: "136658ae3f9008df"},
+           {_R030: "136658ae3f9008df"}, upstreamed={_R030: "703d0a3a3ecf2207"},
            process=Process.STAGE, hop=Hop.EXIT,
            does="a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal, 86 link to the "
                 "head lost) instead of 1",
-           upstream="`run_diffusion_proc` exits with the code of the fatal record"),
+           upstream="`close` ends the proc with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
            {_R030: "dc6a8baff385f585"},
            process=Process.STAGE, hop=Hop.LIVENESS,
@@ -235,13 +236,14 @@ TARGETS: tuple[Target, ...] = (
                 "(no request id: a receiver without the plugin only logs it)",
            upstream="`DIFFUSION_PROC_DEAD` carries `details`"),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
-           {_R030: "8744bdac53021431"},
+           {_R030: "8744bdac53021431"}, upstreamed={_R030: "4957dfa03090d50a"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
                                "from_error"),),
            process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="called inside the `except` that caught the failure, attaches the record of the exception "
                 "being handled",
-           upstream="`from_error(..., details=)`"),
+           upstream="`from_error(..., exc=)` attaches the record of `exc` (`omni_errors.carry.record_failure`, "
+                    "`attach`); the inline client passes the exception it caught"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "_connect_transport",
            "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049", _S030: "6c8ab5a3fe04a841"},
            relies_on=("StageDiffusionClient._request_socket", "StageDiffusionClient._proc_manager",
