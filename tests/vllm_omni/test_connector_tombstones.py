@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 from omni_errors import OmniErrorDetails, OmniServerError, encode
-from omni_errors.vllm_omni.connectors import Tombstone, failed_requests, put_tombstone, tombstone_from
+from omni_errors.carry import Tombstone, tombstone_from
+from omni_errors.vllm_omni.connectors import failed_requests, put_tombstone
 from omni_errors.vllm_omni.manifest import targets_by_module
 from omni_errors.vllm_omni.patching import apply, is_patched, unapply
 
