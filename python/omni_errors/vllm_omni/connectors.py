@@ -45,8 +45,10 @@ __all__ = [
 
 _log = logging.getLogger(LOG_NAME)
 
-#: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed.
-FAILURES_ATTR = "omni_errors_failed_requests"
+#: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed: the
+#: one vLLM-Omni's own poller keeps with the upstream series (docs/upstream.md), so that one reader
+#: (`failed_requests`) serves both.
+FAILURES_ATTR = "_failed_load_reqs"
 
 
 def put_tombstone(connector: Any, from_stage: str, to_stage: str, key: str, details: OmniErrorDetails) -> bool:
