@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from omni_errors import OmniErrorDetails, OmniServerError, encode
 from omni_errors.carry import Tombstone, tombstone_from
+from omni_errors.semantics.core_table import stage_failure_record
 from omni_errors.vllm_omni.connectors import failed_requests, put_tombstone
 from omni_errors.vllm_omni.manifest import targets_by_module
 from omni_errors.vllm_omni.patching import apply, is_patched, unapply
@@ -199,6 +200,19 @@ def test_a_frame_is_a_tombstone_and_a_payload_is_not(plugin: None, omni: SimpleN
         assert tombstone_from(serialize(payload)) is None
         assert omni.base.OmniConnectorBase.deserialize_obj(serialize(payload)) == payload
     assert tombstone_from(frame + b"\x00") is None  # the header states the exact length
+
+
+def test_the_core_tombstone_of_a_give_up_its_frame_and_its_error() -> None:
+    """What the plugin's wraps and vLLM-Omni's own transport (the upstream series) both call."""
+    assert Tombstone(sender_record()).frame() == encode(sender_record())
+    assert Tombstone.of(None, request_id="r1", stage_id=0) == Tombstone(
+        stage_failure_record(stage_id=0, request_id="r1")
+    )
+    given_up = Tombstone.of(RuntimeError("put failed for /home/alice/x"), request_id="r1", stage_id=2).details
+    assert (given_up.status_code, given_up.request_id, given_up.stage_id, given_up.fatal) == (500, "r1", 2, False)
+    error = Tombstone(sender_record()).error(request_id="r9")
+    assert isinstance(error, OmniServerError) and error.details == sender_record("r9")
+    assert Tombstone(sender_record("r1")).error(request_id="r9").details.request_id == "r1"  # the sender's id is kept
 
 
 def test_a_torn_frame_is_still_a_failed_sender_with_its_stage(omni: SimpleNamespace) -> None:
