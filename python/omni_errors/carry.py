@@ -14,6 +14,14 @@ Raw fallbacks on the stage side are off: a `ValueError` raised inside a stage is
 (500), never a client error. Only explicit client types (vLLM's `VLLMClientError` family,
 vLLM-Omni's `OmniClientError`) become 4xx there.
 
+A *tombstone* (`Tombstone`) is the record in place of a payload: a sender that gives up a request
+puts it under the key its receiver reads (vLLM-Omni's connectors: `{request}_{from_stage}_{chunk}`),
+and the receiver fails with that record (`Tombstone.error`) instead of waiting for a payload that
+will not come. It travels as the record's bare frame (`Tombstone.frame`), and `tombstone_from` tells
+it from a real payload by its first byte, then its 16-byte header (`peek`): payloads are msgpack
+documents, and a msgpack document that starts with the frame's magic byte 0x4F (the fixint 79) is
+one byte long, while a frame is at least 24 bytes and its header states its exact length.
+
 The writers and readers are vLLM-Omni's own code (the upstream series) or the plugin's patches:
 both call these, so each side reads what the other wrote. A fatal failure's exit code is noted in
 the process's fatal state (`omni_errors.fatal.process`) where it is first seen (`record_failure`).
@@ -26,12 +34,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from omni_errors._native import OmniErrorDetails, decode, encode
+from omni_errors._native import OmniErrorDetails, decode, encode, peek
 from omni_errors.errors import DecodeError
 from omni_errors.fatal import process
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import fatal_cause
-from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.core_table import fatal_record, stage_failure_record
+from omni_errors.semantics.ids import with_ids
 from omni_errors.semantics.legacy import to_legacy
 
 __all__ = [
@@ -39,11 +48,13 @@ __all__ = [
     "FRAME_KEY",
     "RECORD_ATTR",
     "Carried",
+    "Tombstone",
     "attach",
     "carried",
     "frame_fields",
     "record_failure",
     "stage_failure",
+    "tombstone_from",
 ]
 
 _log = logging.getLogger("omni_errors.carry")
@@ -51,6 +62,9 @@ _log = logging.getLogger("omni_errors.carry")
 RECORD_ATTR = "omni_error"
 FRAME_KEY = "omni_error"
 EXIT_KEY = "omni_error_exit"
+
+_MAGIC = 0x4F  # a frame's first byte ("OE", docs/wire-format.md)
+_MIN_FRAME_LEN = 24  # header 16, two empty strings 2 + 2, checksum 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,3 +158,54 @@ def frame_fields(value: Carried) -> dict[str, Any]:
     if value.exit_code is not None:
         fields[EXIT_KEY] = int(value.exit_code)  # msgpack writes a plain int
     return fields
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What a receiver gets instead of the payload of a request its sender failed."""
+
+    details: OmniErrorDetails
+
+    @classmethod
+    def of(
+        cls, cause: BaseException | None, *, request_id: str | None = None, stage_id: int | None = None
+    ) -> Tombstone:
+        """The tombstone a sender puts when it gives up: the record of its last error (`stage_failure`,
+        not noted as fatal: the sender's process carries on), or the generic stage failure without one."""
+        if cause is None:
+            return cls(stage_failure_record(stage_id=stage_id, request_id=request_id))
+        return cls(stage_failure(cause, request_id=request_id, stage_id=stage_id).details)
+
+    def frame(self) -> bytes:
+        """The bytes a connector stores: the record's bare frame (`encode`)."""
+        return encode(self.details)
+
+    def error(self, *, request_id: str | None = None) -> Exception:
+        """What the receiver raises: the rebuilt record (`rebuild`), answering `request_id` if the
+        record has no request id of its own."""
+        from omni_errors.semantics.exceptions import rebuild
+
+        return rebuild(with_ids(self.details, request_id=request_id, stage_id=None))
+
+
+def tombstone_from(payload: object) -> Tombstone | None:
+    """The tombstone `payload` holds (bytes, bytearray or memoryview), or None for a real payload.
+
+    A real payload costs one length test and one byte comparison. A frame whose header is valid
+    but whose body is not (torn, corrupted) still means a failed sender: its record is the
+    generic stage failure, with the stage id the header gives.
+    """
+    if not isinstance(payload, (bytes, bytearray, memoryview)) or len(payload) < _MIN_FRAME_LEN:
+        return None
+    if payload[0] != _MAGIC:
+        return None
+    try:
+        header = peek(payload)
+    except DecodeError:
+        return None
+    if header.frame_len != len(payload):
+        return None
+    try:
+        return Tombstone(decode(payload))
+    except DecodeError:
+        return Tombstone(stage_failure_record(stage_id=header.stage_id))

@@ -23,7 +23,9 @@ from typing import Any
 
 import pytest
 from omni_errors import OmniErrorDetails, OmniServerError, encode
-from omni_errors.vllm_omni.connectors import Tombstone, failed_requests, put_tombstone, tombstone_from
+from omni_errors.carry import Tombstone, tombstone_from
+from omni_errors.semantics.core_table import stage_failure_record
+from omni_errors.vllm_omni.connectors import failed_requests, put_tombstone
 from omni_errors.vllm_omni.manifest import targets_by_module
 from omni_errors.vllm_omni.patching import apply, is_patched, unapply
 
@@ -34,6 +36,11 @@ RETRY_S = 2.0  # vLLM-Omni's default `retry_seconds`
 @pytest.fixture(scope="module")
 def omni() -> SimpleNamespace:
     """The real modules, as vLLM-Omni ships them."""
+    return real_modules()
+
+
+def real_modules() -> SimpleNamespace:
+    """The connector modules and a model runner class (also test_upstream.py's probe, on either tree)."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm_omni.distributed.omni_connectors.connectors.base as base
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector as shm_connector
@@ -54,7 +61,7 @@ def omni() -> SimpleNamespace:
 def plugin(omni: SimpleNamespace) -> Iterator[None]:
     """The manifest's connector entries applied to the real modules; every original restored after."""
     modules = (omni.serialization, omni.transport)
-    assert not any(is_patched(value) for value in _patched_values(omni)), "the plugin is already on"
+    assert not any(is_patched(value) for value in patched_values(omni)), "the plugin is already on"
     try:
         for module in modules:
             apply(module, targets_by_module()[module.__name__])
@@ -63,7 +70,7 @@ def plugin(omni: SimpleNamespace) -> Iterator[None]:
         unapply()
 
 
-def _patched_values(omni: SimpleNamespace) -> list[Any]:
+def patched_values(omni: SimpleNamespace) -> list[Any]:
     mixin = omni.transport._OmniConnectorPayloadTransportMixin
     return [
         omni.serialization.OmniSerde.serialize,
@@ -76,7 +83,7 @@ def _patched_values(omni: SimpleNamespace) -> list[Any]:
     ]
 
 
-def _make_runner(omni: SimpleNamespace, stage_id: int, *, async_chunk: bool = False) -> Any:
+def make_runner(omni: SimpleNamespace, stage_id: int, *, async_chunk: bool = False) -> Any:
     runner = omni.Runner()
     runner.init_omni_connectors(
         SimpleNamespace(
@@ -95,7 +102,7 @@ def runners(omni: SimpleNamespace) -> Iterator[Callable[..., Any]]:
     made: list[Any] = []
 
     def make(stage_id: int, **kwargs: Any) -> Any:
-        made.append(_make_runner(omni, stage_id, **kwargs))
+        made.append(make_runner(omni, stage_id, **kwargs))
         return made[-1]
 
     yield make
@@ -114,7 +121,7 @@ def req_id() -> Iterator[str]:
     assert not left, f"left in /dev/shm: {left}"
 
 
-def _wait_until(check: Callable[[], bool], what: str) -> None:
+def wait_until(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not check():
         if time.monotonic() > deadline:
@@ -122,7 +129,7 @@ def _wait_until(check: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
-def _tombstone_written(key: str) -> bool:
+def tombstone_written(key: str) -> bool:
     """Whether the segment `key` holds a whole tombstone (read without consuming it)."""
     try:
         segment = SharedMemory(name=key)
@@ -139,7 +146,7 @@ def _tombstone_written(key: str) -> bool:
         segment.close()
 
 
-def _unsendable() -> dict[str, Any]:
+def unsendable() -> dict[str, Any]:
     """A payload `OmniSerializer` cannot encode: the real `put` fails, as a broken transfer does."""
     return {"embed": object()}
 
@@ -149,10 +156,10 @@ def _fail_and_wait(sender: Any, send: Callable[[], object]) -> None:
     failed: list[BaseException] = []
     sender._connector_send_error_sink = failed.append
     send()
-    _wait_until(lambda: bool(failed), "the sender gives up")
+    wait_until(lambda: bool(failed), "the sender gives up")
 
 
-def _count_gets(runner: Any) -> list[int]:
+def count_gets(runner: Any) -> list[int]:
     """Counts the receiver's connector reads (the real `get`, called through)."""
     connector = runner._omni_connector
     calls = [0]
@@ -170,23 +177,23 @@ def _count_gets(runner: Any) -> list[int]:
 
 
 def test_the_manifest_entries_patch_the_connector_hooks(omni: SimpleNamespace, plugin: None) -> None:
-    assert all(is_patched(value) for value in _patched_values(omni))
+    assert all(is_patched(value) for value in patched_values(omni))
     assert not is_patched(omni.shm.shm_read_bytes)  # the segment read stays vLLM-Omni's: one open per get
 
 
 # --- telling a tombstone from a payload -------------------------------------------------------
 
 
-def _record(request_id: str | None = None) -> OmniErrorDetails:
+def sender_record(request_id: str | None = None) -> OmniErrorDetails:
     return OmniErrorDetails(
         "talker failed", "server", 503, "ServiceUnavailableError", request_id=request_id, stage_id=0
     )
 
 
 def test_a_frame_is_a_tombstone_and_a_payload_is_not(plugin: None, omni: SimpleNamespace) -> None:
-    frame = encode(_record("r1"))
-    assert tombstone_from(frame) == Tombstone(_record("r1"))
-    assert tombstone_from(bytearray(frame)) == Tombstone(_record("r1"))
+    frame = encode(sender_record("r1"))
+    assert tombstone_from(frame) == Tombstone(sender_record("r1"))
+    assert tombstone_from(bytearray(frame)) == Tombstone(sender_record("r1"))
     serialize = omni.base.OmniConnectorBase.serialize_obj
     # msgpack payloads, including the one document that starts with the magic byte: the int 79
     for payload in ({"a": 1}, 79, b"OE" + bytes(30), "OE" * 20, [79, 69]):
@@ -195,8 +202,21 @@ def test_a_frame_is_a_tombstone_and_a_payload_is_not(plugin: None, omni: SimpleN
     assert tombstone_from(frame + b"\x00") is None  # the header states the exact length
 
 
+def test_the_core_tombstone_of_a_give_up_its_frame_and_its_error() -> None:
+    """What the plugin's wraps and vLLM-Omni's own transport (the upstream series) both call."""
+    assert Tombstone(sender_record()).frame() == encode(sender_record())
+    assert Tombstone.of(None, request_id="r1", stage_id=0) == Tombstone(
+        stage_failure_record(stage_id=0, request_id="r1")
+    )
+    given_up = Tombstone.of(RuntimeError("put failed for /home/alice/x"), request_id="r1", stage_id=2).details
+    assert (given_up.status_code, given_up.request_id, given_up.stage_id, given_up.fatal) == (500, "r1", 2, False)
+    error = Tombstone(sender_record()).error(request_id="r9")
+    assert isinstance(error, OmniServerError) and error.details == sender_record("r9")
+    assert Tombstone(sender_record("r1")).error(request_id="r9").details.request_id == "r1"  # the sender's id is kept
+
+
 def test_a_torn_frame_is_still_a_failed_sender_with_its_stage(omni: SimpleNamespace) -> None:
-    torn = bytearray(encode(_record()))
+    torn = bytearray(encode(sender_record()))
     torn[20] ^= 0xFF  # inside the message: the checksum no longer matches
     tombstone = tombstone_from(bytes(torn))
     assert tombstone is not None
@@ -208,14 +228,14 @@ def test_shm_tombstone_is_read_as_a_payload_is_and_the_segment_removed(
 ) -> None:
     connector = runners(1)._omni_connector
     key = f"{req_id}_0_0"
-    assert put_tombstone(connector, "0", "1", key, _record(req_id))
+    assert put_tombstone(connector, "0", "1", key, sender_record(req_id))
     segment = SharedMemory(name=key)
     try:  # the segment holds the bare frame: what a reader without the plugin finds there too
-        assert segment.buf is not None and bytes(segment.buf[: segment.size]) == encode(_record(req_id))
+        assert segment.buf is not None and bytes(segment.buf[: segment.size]) == encode(sender_record(req_id))
     finally:
         segment.close()
     got = connector.get("0", "1", key)  # vLLM-Omni's own read (one open, copy, unlink), then `deserialize`
-    assert got is not None and got[0] == Tombstone(_record(req_id))
+    assert got is not None and got[0] == Tombstone(sender_record(req_id))
     assert not Path(f"/dev/shm/{key}").exists()
 
 
@@ -244,8 +264,8 @@ def test_before_sync_receiver_waits_out_retry_seconds_and_gets_nothing(
 ) -> None:
     """vLLM-Omni's own give-up: the receiver's deadline passes, it returns None ("unavailable")."""
     sender, receiver = runners(0), runners(1)
-    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
-    gets = _count_gets(receiver)
+    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: unsendable()}))
+    gets = count_gets(receiver)
     assert receiver.recv_stage_payload(req_id, "0", "1", retry_seconds=RETRY_S) is None
     assert gets[0] > 1  # it kept polling an empty key until its deadline
 
@@ -254,9 +274,9 @@ def test_after_sync_receiver_raises_the_senders_record(
     plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), runners(1)
-    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-    _wait_until(lambda: _tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
-    gets = _count_gets(receiver)
+    sender.send_full_payload_outputs(None, {req_id: unsendable()})
+    wait_until(lambda: tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
+    gets = count_gets(receiver)
     with pytest.raises(OmniServerError) as raised:
         receiver.recv_stage_payload(req_id, "0", "1", retry_seconds=DEADLINE_S)
     details = raised.value.details
@@ -284,7 +304,7 @@ def test_before_diffusion_receiver_fails_as_payload_unavailable(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), _diffusion_receiver(omni)
-    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: _unsendable()}))
+    _fail_and_wait(sender, lambda: sender.send_full_payload_outputs(None, {req_id: unsendable()}))
     with pytest.raises(RuntimeError, match="Stage payload unavailable") as raised:
         receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
     assert not isinstance(raised.value, OmniServerError)  # a generic text, no record
@@ -294,8 +314,8 @@ def test_after_diffusion_receiver_raises_the_senders_record(
     plugin: None, omni: SimpleNamespace, runners: Callable[..., Any], req_id: str
 ) -> None:
     sender, receiver = runners(0), _diffusion_receiver(omni)
-    sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-    _wait_until(lambda: _tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
+    sender.send_full_payload_outputs(None, {req_id: unsendable()})
+    wait_until(lambda: tombstone_written(f"{req_id}_0_0"), "the sender puts its tombstone")
     with pytest.raises(OmniServerError) as raised:
         receiver._maybe_recv_stage_payload(_diffusion_request(req_id))
     assert (raised.value.details.stage_id, raised.value.details.request_id) == (0, req_id)
@@ -304,11 +324,11 @@ def test_after_diffusion_receiver_raises_the_senders_record(
 # --- the async poller (`_poll_single_request`, full payload and async chunk) -------------------
 
 
-def _send_failing(sender: Any, req_id: str, async_chunk: bool) -> None:
+def send_failing(sender: Any, req_id: str, async_chunk: bool) -> None:
     if async_chunk:
-        sender._enqueue_chunk_payload(SimpleNamespace(request_id=req_id, external_req_id=None), _unsendable())
+        sender._enqueue_chunk_payload(SimpleNamespace(request_id=req_id, external_req_id=None), unsendable())
     else:
-        sender.send_full_payload_outputs(None, {req_id: _unsendable()})
+        sender.send_full_payload_outputs(None, {req_id: unsendable()})
 
 
 @pytest.mark.parametrize("async_chunk", [False, True], ids=["full-payload", "async-chunk"])
@@ -316,11 +336,11 @@ def test_before_poller_keeps_waiting_after_the_sender_gave_up(
     omni: SimpleNamespace, runners: Callable[..., Any], req_id: str, async_chunk: bool
 ) -> None:
     sender, receiver = runners(0, async_chunk=async_chunk), runners(1, async_chunk=async_chunk)
-    gets = _count_gets(receiver)
+    gets = count_gets(receiver)
     receiver.register_chunk_recv(SimpleNamespace(request_id=req_id, external_req_id=None))
-    _fail_and_wait(sender, lambda: _send_failing(sender, req_id, async_chunk))
+    _fail_and_wait(sender, lambda: send_failing(sender, req_id, async_chunk))
     seen = gets[0]
-    _wait_until(lambda: gets[0] > seen + 20, "the poller polls again")
+    wait_until(lambda: gets[0] > seen + 20, "the poller polls again")
     assert req_id in receiver._pending_load_reqs  # still waiting: only an abort ends it
     assert req_id not in failed_requests(receiver)
 
@@ -331,8 +351,8 @@ def test_after_poller_fails_the_request_with_the_senders_record(
 ) -> None:
     sender, receiver = runners(0, async_chunk=async_chunk), runners(1, async_chunk=async_chunk)
     receiver.register_chunk_recv(SimpleNamespace(request_id=req_id, external_req_id=None))
-    _send_failing(sender, req_id, async_chunk)
-    _wait_until(lambda: req_id in failed_requests(receiver), "the poller fails the request")
+    send_failing(sender, req_id, async_chunk)
+    wait_until(lambda: req_id in failed_requests(receiver), "the poller fails the request")
     details = failed_requests(receiver)[req_id]
     assert (details.status_code, details.stage_id, details.request_id) == (500, 0, req_id)
     assert req_id not in receiver._pending_load_reqs
@@ -345,7 +365,7 @@ def test_after_poller_fails_the_request_with_the_senders_record(
 
 
 def _receive(omni: SimpleNamespace, req_id: str, ready: Connection, report: Connection) -> None:
-    receiver = _make_runner(omni, 1)
+    receiver = make_runner(omni, 1)
     try:
         ready.send(True)
         try:
@@ -358,12 +378,12 @@ def _receive(omni: SimpleNamespace, req_id: str, ready: Connection, report: Conn
 
 
 def _fail_sending(omni: SimpleNamespace, req_id: str, report: Connection, stop: Connection) -> None:
-    sender = _make_runner(omni, 0)
+    sender = make_runner(omni, 0)
     try:
         failed: list[BaseException] = []
         sender._connector_send_error_sink = failed.append
-        sender.send_full_payload_outputs(None, {req_id: _unsendable()})
-        _wait_until(lambda: bool(failed), "the sender gives up")
+        sender.send_full_payload_outputs(None, {req_id: unsendable()})
+        wait_until(lambda: bool(failed), "the sender gives up")
         report.send(True)
         stop.poll(DEADLINE_S)  # closing the connector unlinks what it put and nobody read yet
     finally:

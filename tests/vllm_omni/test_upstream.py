@@ -530,6 +530,90 @@ for name, code in (("clean", 0), ("fatal", 80), ("oom", 81), ("link_lost", 86), 
 report["launcher"] = {"patched": is_patched(startup.wait_for_diffusion_manager_liveness), "exits": launcher}
 """
 
+#: Connector tombstones, with test_connector_tombstones.py's real `SharedMemoryConnector` and payload
+#: transports (its helpers, imported): a tombstone put and read back; a sender that fails for real
+#: and gives up; the sync receiver and the poller (full payload, async chunk) that wait for it.
+#: Request ids are unique per run (shared /dev/shm), and reported as "<req>".
+_TOMBSTONES = r"""
+import sys
+import uuid
+from multiprocessing.shared_memory import SharedMemory
+from pathlib import Path
+sys.path.insert(0, @HELPERS@)
+import test_connector_tombstones as tombstones
+from omni_errors import encode
+from omni_errors.carry import Tombstone
+from omni_errors.vllm_omni.connectors import failed_requests
+
+omni = tombstones.real_modules()
+made, ids = [], []
+
+
+def runner(stage_id, **kwargs):
+    made.append(tombstones.make_runner(omni, stage_id, **kwargs))
+    return made[-1]
+
+
+def new_id():
+    ids.append(f"tomb-{uuid.uuid4().hex[:12]}")
+    return ids[-1]
+
+
+def seen(details, req):
+    return {**details.to_dict(), "request_id": "<req>" if details.request_id == req else details.request_id}
+
+
+tomb = {"patched": sum(is_patched(value) for value in tombstones.patched_values(omni))}
+try:
+    connector = runner(1)._omni_connector
+    req = new_id()
+    key, record = f"{req}_0_0", tombstones.sender_record(req)
+    put = connector.put("0", "1", key, Tombstone(record))[0]
+    segment = SharedMemory(name=key)
+    stored = bytes(segment.buf[: segment.size]) == encode(record)
+    segment.close()
+    got = connector.get("0", "1", key)
+    tomb["serde"] = {
+        "put": put,
+        "bare_frame": stored,
+        "read_back": got is not None and got[0] == Tombstone(record),
+        "unlinked": not Path(f"/dev/shm/{key}").exists(),
+        "payload_79": connector.put("0", "1", f"{req}_0_1", 79)[0] and connector.get("0", "1", f"{req}_0_1")[0],
+    }
+
+    sender, receiver = runner(0), runner(1)
+    req = new_id()
+    sender.send_full_payload_outputs(None, {req: tombstones.unsendable()})
+    tombstones.wait_until(lambda: tombstones.tombstone_written(f"{req}_0_0"), "the sender puts its tombstone")
+    gets = tombstones.count_gets(receiver)
+    try:
+        receiver.recv_stage_payload(req, "0", "1", retry_seconds=tombstones.DEADLINE_S)
+        tomb["sync"] = None
+    except Exception as exc:
+        tomb["sync"] = {"raised": type(exc).__name__, "record": seen(exc.details, req), "gets": gets[0]}
+
+    tomb["poller"] = {}
+    for mode, async_chunk in (("full-payload", False), ("async-chunk", True)):
+        sender, receiver = runner(0, async_chunk=async_chunk), runner(1, async_chunk=async_chunk)
+        req = new_id()
+        receiver.register_chunk_recv(SimpleNamespace(request_id=req, external_req_id=None))
+        tombstones.send_failing(sender, req, async_chunk)
+        tombstones.wait_until(lambda: req in failed_requests(receiver), "the poller fails the request")
+        kept = seen(failed_requests(receiver)[req], req)
+        waiting = req in receiver._pending_load_reqs or req in receiver._local_stage_payload_cache
+        receiver.cleanup_finished_request(req)
+        kept_after = req in failed_requests(receiver)
+        tomb["poller"][mode] = {"record": kept, "waiting": waiting, "kept_after_cleanup": kept_after}
+finally:
+    for made_runner in made:
+        made_runner.shutdown_omni_connectors()
+    left = sorted(str(path) for req in ids for path in Path("/dev/shm").glob(f"*{req}*"))
+    for path in left:
+        Path(path).unlink(missing_ok=True)
+tomb["left_in_shm"] = left
+report["tombstones"] = tomb
+""".replace("@HELPERS@", repr(str(Path(__file__).resolve().parent)))
+
 #: Last of a probe: the plugin switched off (`unapply`), vLLM-Omni's own `_connect_transport` alone
 #: (the plugin's wrap of it, for remote links, sets the same deadline on both trees).
 _OWN_TRANSPORT = r"""
@@ -568,6 +652,7 @@ _COMPARED = (
     _HEAD,
     _SENDS,
     _LAUNCHER,
+    _TOMBSTONES,
     _OWN_TRANSPORT,
 )
 
@@ -857,3 +942,39 @@ def test_the_inline_clients_error_output_carries_the_record_it_answers(
         },
         "outside_an_except": True,
     }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_connector_reads_a_tombstone_back_as_the_tombstone(tree: str, request: pytest.FixtureRequest) -> None:
+    """A real `SharedMemoryConnector`: a `Tombstone` put is stored as its bare frame and read back as the
+    same `Tombstone` (the segment unlinked by the read), and a payload starting with the frame's first
+    byte (79) is read back unchanged, on the release with the plugin's wraps and on the patched tree
+    with nothing patched there."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    tomb = report["tombstones"]
+    assert tomb["serde"] == {"put": True, "bare_frame": True, "read_back": True, "unlinked": True, "payload_79": 79}
+    assert tomb["left_in_shm"] == []
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_failed_sender_fails_its_receivers_with_its_record(tree: str, request: pytest.FixtureRequest) -> None:
+    """A sender whose `put` fails for real and whose save thread gives up puts a tombstone under its
+    receiver's key; the sync receiver raises its record at its first read, and the poller (full payload,
+    async chunk) stops waiting for the request and keeps its record until `cleanup_finished_request`.
+    The release with the plugin's wraps and the patched tree with nothing patched there give the same."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    tomb = report["tombstones"]
+    assert tomb["patched"] == (7 if tree == "release" else 0)  # the seven connector entries
+    record = tomb["sync"]["record"]
+    assert tomb["sync"] == {"raised": "OmniServerError", "record": record, "gets": 1}
+    assert (record["category"], record["status_code"], record["stage_id"], record["request_id"]) == (
+        "server",
+        500,
+        0,
+        "<req>",
+    )
+    assert not record["fatal"] and "/dev/shm" not in record["message"]
+    for mode in ("full-payload", "async-chunk"):
+        assert tomb["poller"][mode] == {"record": record, "waiting": False, "kept_after_cleanup": False}, mode
+    if tree == "series":  # the same, record for record, as with the plugin
+        assert tomb == {**request.getfixturevalue("on_the_release")["tombstones"], "patched": 0}

@@ -3,9 +3,10 @@
 vLLM-Omni 0.30 never tells a receiver that its sender failed: the sync receiver waits
 `retry_seconds` (2 s) and then fails as "Stage payload unavailable", the async-chunk poller polls
 until the head aborts the request, and a send given up after its retries reaches only the
-sender's own error sink. Here the sender puts the record's frame (`encode`) as a *tombstone*
-under the receiver's own connector key, `{request}_{from_stage}_{chunk}`, and the receiver fails
-with that record as soon as it reads the key.
+sender's own error sink. Here the sender puts a *tombstone* (`omni_errors.carry.Tombstone`: the
+record's frame in place of the payload) under the receiver's own connector key,
+`{request}_{from_stage}_{chunk}`, and the receiver fails with that record as soon as it reads the
+key.
 
 - `OmniSerde.serialize` / `deserialize` (the `OmniSerializer` every connector uses): a
   `Tombstone` travels as its bare frame, and is read back from the bytes the connector read (for
@@ -14,31 +15,23 @@ with that record as soon as it reads the key.
   `_poll_single_request` stops polling for that request and keeps its record
   (`failed_requests`); `_requeue_or_drop_failed_send` puts a tombstone when it gives up.
 
-A tombstone is told from a real payload by its first byte, then its 16-byte header (`peek`):
-payloads are msgpack documents (`OmniSerializer`), and a msgpack document that starts with the
-frame's magic byte 0x4F (the fixint 79) is one byte long, while a frame is at least 24 bytes and
-its header states its exact length.
+The tombstone itself, its frame and how a payload is told from it are the core's
+(`omni_errors.carry`), which vLLM-Omni's own code calls too (the upstream series).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from omni_errors._native import OmniErrorDetails, decode, encode, peek
-from omni_errors.carry import stage_failure
-from omni_errors.errors import DecodeError
-from omni_errors.semantics.core_table import stage_failure_record
-from omni_errors.semantics.exceptions import rebuild
-from omni_errors.semantics.ids import with_ids
+from omni_errors._native import OmniErrorDetails
+from omni_errors.carry import Tombstone, tombstone_from
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "FAILURES_ATTR",
-    "Tombstone",
     "failed_requests",
     "make_cleanup_finished_request",
     "make_deserialize",
@@ -48,46 +41,14 @@ __all__ = [
     "make_requeue_or_drop_failed_send",
     "make_serialize",
     "put_tombstone",
-    "tombstone_from",
 ]
 
 _log = logging.getLogger(LOG_NAME)
 
-#: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed.
-FAILURES_ATTR = "omni_errors_failed_requests"
-
-_MAGIC = 0x4F  # a frame's first byte ("OE", docs/wire-format.md)
-_MIN_FRAME_LEN = 24  # header 16, two empty strings 2 + 2, checksum 4
-
-
-@dataclass(frozen=True, slots=True)
-class Tombstone:
-    """What a receiver gets instead of the payload of a request its sender failed."""
-
-    details: OmniErrorDetails
-
-
-def tombstone_from(payload: object) -> Tombstone | None:
-    """The tombstone `payload` holds (bytes, bytearray or memoryview), or None for a real payload.
-
-    A real payload costs one length test and one byte comparison. A frame whose header is valid
-    but whose body is not (torn, corrupted) still means a failed sender: its record is the
-    generic stage failure, with the stage id the header gives.
-    """
-    if not isinstance(payload, (bytes, bytearray, memoryview)) or len(payload) < _MIN_FRAME_LEN:
-        return None
-    if payload[0] != _MAGIC:
-        return None
-    try:
-        header = peek(payload)
-    except DecodeError:
-        return None
-    if header.frame_len != len(payload):
-        return None
-    try:
-        return Tombstone(decode(payload))
-    except DecodeError:
-        return Tombstone(stage_failure_record(stage_id=header.stage_id))
+#: Attribute of a payload transport holding `{request_id: record}` for requests its poller failed: the
+#: one vLLM-Omni's own poller keeps with the upstream series (docs/upstream.md), so that one reader
+#: (`failed_requests`) serves both.
+FAILURES_ATTR = "_failed_load_reqs"
 
 
 def put_tombstone(connector: Any, from_stage: str, to_stage: str, key: str, details: OmniErrorDetails) -> bool:
@@ -130,11 +91,8 @@ def _fail_polled_request(transport: Any, req_id: str, details: OmniErrorDetails)
 
 
 def _give_up_record(transport: Any, task: Mapping[str, Any], cause: BaseException | None) -> OmniErrorDetails:
-    stage_id = getattr(transport, "_stage_id", None)
-    request_id = task.get("request_id")
-    if cause is None:
-        return stage_failure_record(stage_id=stage_id, request_id=request_id)
-    return stage_failure(cause, request_id=request_id, stage_id=stage_id).details
+    tombstone = Tombstone.of(cause, request_id=task.get("request_id"), stage_id=getattr(transport, "_stage_id", None))
+    return tombstone.details
 
 
 # --- the factories: `(module, original) -> replacement`, one per entry in `manifest.TARGETS` ----
@@ -149,7 +107,7 @@ def make_serialize(module: ModuleType, serialize: Any) -> Any:
 
     def serialize_tombstones(self: Any, obj: Any, /) -> bytes:
         if isinstance(obj, Tombstone):
-            return encode(obj.details)
+            return obj.frame()
         result: bytes = serialize(self, obj)
         return result
 
@@ -171,7 +129,7 @@ def make_recv_stage_payload(module: ModuleType, original: Any) -> Any:
     def recv_stage_payload(self: Any, external_req_id: str, /, *args: Any, **kwargs: Any) -> Any:
         payload = original(self, external_req_id, *args, **kwargs)
         if isinstance(payload, Tombstone):
-            raise rebuild(with_ids(payload.details, request_id=external_req_id, stage_id=None))
+            raise payload.error(request_id=external_req_id)
         return payload
 
     return recv_stage_payload
