@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -502,6 +503,78 @@ sockets.cleanup()
 """
 _SEND_TARGETS = ("add_request_async", "collective_rpc_async", "abort_requests_async")
 
+#: After `_SENDS`: a real client, its request socket without a peer and set to block for ever, stopping a
+#: real proc that ends each way a proc can meet the stop; each case from a clean fatal state.
+_SHUTDOWN = r"""
+import multiprocessing
+import os
+import signal
+import threading
+from vllm_omni.diffusion.stage_diffusion_proc import StageDiffusionProcManager
+
+forked = multiprocessing.get_context("fork")
+
+
+def serve(on_sigterm, ready):
+    if on_sigterm == "ignore":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    elif on_sigterm == "oom":  # patch 13's close: a proc that saw an OOM ends with 81 when stopped
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(81))
+    elif on_sigterm == "gone":  # it ended out of memory before the stop
+        os._exit(81)
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    ready.set()
+    time.sleep(120)
+
+
+class Manager(StageDiffusionProcManager):
+    def shutdown(self, timeout=None):
+        self.timeouts.append(timeout)
+        super().shutdown(timeout=timeout)
+
+
+def stopped(on_sigterm):
+    fatal_state.reset()
+    ready = forked.Event()
+    proc = forked.Process(target=serve, args=(on_sigterm, ready), name="StageDiffusionProc")
+    proc.start()
+    if on_sigterm == "gone":
+        proc.join(60)
+    else:
+        ready.wait(60)
+    manager = Manager.__new__(Manager)
+    manager.__dict__.update(proc=proc, manager_stopped=False, timeouts=[])
+    client = Client.__new__(Client)
+    client.__dict__.update(stage_id=2, replica_id=0, _engine_dead=False, _shutting_down=False,
+                           _pending_rpcs=set(), _rpc_results={}, _proc_manager=manager)
+    folder = tempfile.TemporaryDirectory()
+    client._connect_transport(f"ipc://{folder.name}/requests", f"ipc://{folder.name}/responses")
+    client._request_socket.setsockopt(zmq.SNDTIMEO, -1)  # a blocking send to no peer never returns
+    stop = threading.Thread(target=client.shutdown, daemon=True)
+    stop.start()
+    stop.join(60)  # the deadline of a stop that blocks
+    returned = not stop.is_alive()
+    if proc.is_alive():
+        proc.kill()
+    proc.join(60)
+    folder.cleanup()
+    return {
+        "returned": returned,
+        "timeouts": manager.timeouts,
+        "exitcode": proc.exitcode,
+        "noted": fatal_state.exit_code(),
+        "closed": [client._request_socket.closed, client._response_socket.closed, client._zmq_ctx.closed],
+    }
+
+
+report["shutdown"] = {
+    "patched": is_patched(Client.shutdown),
+    **{case: stopped(case) for case in ("ignore", "oom", "gone", "default")},
+}
+fatal_state.reset()
+"""
+
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
 #: way a replica can end, and the launcher's exit (None where it returns).
 _LAUNCHER = r"""
@@ -651,6 +724,7 @@ _COMPARED = (
     _MESSAGES,
     _HEAD,
     _SENDS,
+    _SHUTDOWN,
     _LAUNCHER,
     _TOMBSTONES,
     _OWN_TRANSPORT,
@@ -777,6 +851,27 @@ def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytes
             "dead": True,
         },
         "abort": {"outcome": ["returned", None], "dead": True},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_stage_clients_shutdown_does_not_block_and_carries_an_oom_exit(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """Seed 001's stop of a hung stage and seed 003's exit code at the server, on a real client whose
+    request socket takes nothing (a blocking send would never return) and a real proc: the release with
+    the plugin's replacement and the patched tree with nothing patched there stop it the same way. A
+    proc that ignores SIGTERM is killed after 0.5 s (was 10 s); one that ends 81, before the stop or on
+    it, notes 81 in the server's fatal state; one that ends on the signal notes nothing."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    shutdown = dict(report["shutdown"])
+    assert shutdown.pop("patched") is (tree == "release")
+    stopped = {"returned": True, "closed": [True, True, True]}
+    assert shutdown == {
+        "ignore": {**stopped, "timeouts": [0.5], "exitcode": -signal.SIGKILL, "noted": None},
+        "oom": {**stopped, "timeouts": [0.5], "exitcode": 81, "noted": 81},
+        "gone": {**stopped, "timeouts": [], "exitcode": 81, "noted": 81},
+        "default": {**stopped, "timeouts": [0.5], "exitcode": -signal.SIGTERM, "noted": None},
     }
 
 

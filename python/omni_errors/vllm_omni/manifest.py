@@ -275,7 +275,7 @@ TARGETS: tuple[Target, ...] = (
            does="an abort that misses its deadline is dropped (nothing is left to abort on a gone stage)",
            upstream="the client sets send timeouts"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "shutdown", "client:make_shutdown",
-           Kind.REPLACE, {_R030: "1d9846b8b7905a25"},
+           Kind.REPLACE, {_R030: "1d9846b8b7905a25"}, upstreamed={_R030: "531d000b7caccf03"},
            relies_on=("StageDiffusionClient._shutting_down", "StageDiffusionClient._request_socket",
                       "StageDiffusionClient._response_socket", "StageDiffusionClient._encoder",
                       "StageDiffusionClient._proc_manager", "StageDiffusionClient._zmq_ctx"),
