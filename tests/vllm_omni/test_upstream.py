@@ -575,6 +575,37 @@ report["shutdown"] = {
 fatal_state.reset()
 """
 
+#: After `_SHUTDOWN`: `_abort_internal_requests` on an `AsyncOmniBase` whose Orchestrator round trip
+#: (`_abort`) records what it is asked, with nothing fatal and with a fatal failure declared.
+_ABORT = r"""
+from omni_errors.semantics.core_table import fatal_record
+from vllm_omni.entrypoints.async_omni_base import ABORT_TIMEOUT_S, AsyncOmniBase
+
+
+def aborted(declared):
+    fatal_state.reset()
+    if declared:
+        fatal_state.declare(fatal_record(stage_id=1), ExitCode.FATAL_ENGINE)
+    asked = []
+
+    async def abort(request_ids, *, timeout=None):
+        asked.append([request_ids, timeout])
+
+    omni = AsyncOmniBase.__new__(AsyncOmniBase)
+    omni.__dict__.update(request_states={"r1-0a1b": object()}, _abort=abort)
+    returned = asyncio.run(omni._abort_internal_requests("r1-0a1b", timeout=ABORT_TIMEOUT_S))
+    return {"returned": returned, "asked": asked}
+
+
+report["abort"] = {
+    "patched": is_patched(AsyncOmniBase._abort_internal_requests),
+    "timeout": ABORT_TIMEOUT_S,
+    "nothing_fatal": aborted(False),
+    "fatal": aborted(True),
+}
+fatal_state.reset()
+"""
+
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
 #: way a replica can end, and the launcher's exit (None where it returns).
 _LAUNCHER = r"""
@@ -725,6 +756,7 @@ _COMPARED = (
     _HEAD,
     _SENDS,
     _SHUTDOWN,
+    _ABORT,
     _LAUNCHER,
     _TOMBSTONES,
     _OWN_TRANSPORT,
@@ -872,6 +904,24 @@ def test_the_stage_clients_shutdown_does_not_block_and_carries_an_oom_exit(
         "oom": {**stopped, "timeouts": [0.5], "exitcode": 81, "noted": 81},
         "gone": {**stopped, "timeouts": [], "exitcode": 81, "noted": 81},
         "default": {**stopped, "timeouts": [0.5], "exitcode": -signal.SIGTERM, "noted": None},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """A failed request's abort: the release with the plugin's wrap and the patched tree with nothing
+    patched there send it to the Orchestrator while nothing is fatal, and return at once, sending
+    nothing, once the API process's fatal state holds a fatal failure (the ended pipeline would
+    leave the answer waiting the whole abort timeout)."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    abort = dict(report["abort"])
+    assert abort.pop("patched") is (tree == "release")
+    timeout = abort.pop("timeout")
+    assert abort == {
+        "nothing_fatal": {"returned": None, "asked": [[["r1-0a1b"], timeout]]},
+        "fatal": {"returned": None, "asked": []},
     }
 
 

@@ -414,7 +414,7 @@ TARGETS: tuple[Target, ...] = (
            does="keeps the `client_error` reason",
            upstream="the failure reason follows the record's category"),
     Target(f"{_E}.async_omni_base", "AsyncOmniBase", "_abort_internal_requests", "api:make_abort_internal",
-           Kind.WRAP, {_R030: "5f6f535a08508c63"},
+           Kind.WRAP, {_R030: "5f6f535a08508c63"}, upstreamed={_R030: "6b15af6eb4983b77"},
            process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, no 2 s abort wait before answering",
            upstream="a dead engine fails requests immediately"),
