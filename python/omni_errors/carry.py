@@ -51,6 +51,7 @@ __all__ = [
     "Tombstone",
     "attach",
     "carried",
+    "failure_frame_fields",
     "frame_fields",
     "record_failure",
     "stage_failure",
@@ -145,6 +146,19 @@ def carried(carrier: Any) -> Carried | None:
         return Carried(details, code)
     value = getattr(carrier, RECORD_ATTR, None)
     return value if isinstance(value, Carried) else None
+
+
+def failure_frame_fields(exc: BaseException, *, request_id: str | None = None) -> dict[str, Any]:
+    """The keys an error frame gets for `exc`, handled where the frame is built: its record
+    (`record_failure`), and for a fatal one the exit code that wins in this process so far (the
+    fatal policy: an OOM seen earlier is not hidden by a later dead engine); none when `exc` cannot
+    be classified, so the frame keeps its flat fields alone."""
+    value = record_failure(exc, request_id=request_id)
+    if value is None:
+        return {}
+    if value.details.fatal:
+        value = Carried(value.details, process.note(value.exit_code or ExitCode.FATAL_ENGINE))
+    return frame_fields(value)
 
 
 def frame_fields(value: Carried) -> dict[str, Any]:

@@ -6,13 +6,17 @@ LLM stages cannot start on CPU, so their hop is tested here with the real `Engin
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
 from omni_errors import OmniErrorDetails, encode
-from omni_errors.carry import EXIT_KEY, FRAME_KEY, Carried, carried, frame_fields, stage_failure
+from omni_errors.carry import EXIT_KEY, FRAME_KEY, Carried, carried, failure_frame_fields, frame_fields, stage_failure
+from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.vllm_omni.records import output_record
 from vllm.v1.engine import EngineCoreOutput, FinishReason
+from vllm.v1.engine.exceptions import EngineDeadError
 
 try:
     from vllm.outputs import RequestError
@@ -80,6 +84,36 @@ def test_a_record_in_a_diffusion_frame_wins_over_its_flat_fields() -> None:
     assert carried(frame) == Carried(record)
     frame["status_code"] = 400  # an old writer's guess: the record says otherwise
     assert output_record(frame, request_id="r1", stage_id=0).details.parameter == "prompt"
+
+
+@pytest.fixture
+def clean_fatal_state() -> Iterator[None]:
+    fatal_state.reset()
+    yield
+    fatal_state.reset()
+
+
+@pytest.mark.usefixtures("clean_fatal_state")
+def test_an_error_frame_gets_the_record_of_the_failure_it_answers() -> None:
+    try:
+        raise ValueError("could not read /home/alice/ckpt/model.safetensors")
+    except ValueError as exc:
+        fields = failure_frame_fields(exc, request_id="r1")
+    value = carried(fields)
+    assert value is not None and EXIT_KEY not in fields
+    assert (value.details.status_code, value.details.request_id, fields["status_code"]) == (500, "r1", 500)
+    assert "/home/alice" not in fields["error"] and fields["error"] == value.details.message
+    assert fatal_state.exit_code() is None
+
+
+@pytest.mark.usefixtures("clean_fatal_state")
+def test_a_fatal_error_frame_names_the_exit_code_that_wins_in_its_process() -> None:
+    oom = failure_frame_fields(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert oom[EXIT_KEY] == ExitCode.OOM and fatal_state.exit_code() == ExitCode.OOM
+    dead = failure_frame_fields(EngineDeadError())  # the engine died of that OOM: 81 still wins
+    assert dead[EXIT_KEY] == ExitCode.OOM and carried(dead) == Carried(carried(dead).details, ExitCode.OOM)  # type: ignore[union-attr]
+    fatal_state.reset()
+    assert failure_frame_fields(EngineDeadError())[EXIT_KEY] == ExitCode.FATAL_ENGINE
 
 
 def test_a_peer_without_the_plugin_is_read_from_its_flat_fields() -> None:

@@ -606,6 +606,81 @@ report["abort"] = {
 fatal_state.reset()
 """
 
+#: After `_ABORT`: a real `run_loop` on ipc sockets whose request handler and collective RPC fail, each
+#: frame read back with vLLM-Omni's own decoder; from a clean fatal state, left clean.
+_FRAMES = r"""
+import threading
+from omni_errors.carry import EXIT_KEY
+from vllm.v1.engine.exceptions import EngineDeadError
+from vllm_omni.diffusion import stage_diffusion_proc
+from vllm_omni.distributed.omni_connectors.utils.serialization import OmniMsgpackDecoder, OmniMsgpackEncoder
+
+failures = {
+    "client": lambda: VLLMValidationError("height must be a multiple of 16", parameter="height"),
+    "server": lambda: ValueError("could not read /home/alice/ckpt/model.safetensors"),
+    "oom": lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+    "dead": lambda: EngineDeadError(),  # after the OOM: 81 still wins
+}
+
+
+async def failing_request(request_id, *args, **kwargs):
+    raise failures[request_id]()
+
+
+async def failing_rpc(method, timeout, args, kwargs):
+    raise failures[method]()
+
+
+def read(frame):
+    value = carried(frame)
+    return {
+        "flat": [frame["error"], frame.get("status_code"), frame.get("error_type")],
+        "record": None if value is None else value.details.to_dict(),
+        "exit": frame.get(EXIT_KEY),
+    }
+
+
+def frames_of_a_failing_proc():
+    fatal_state.reset()
+    proc = stage_diffusion_proc.StageDiffusionProc.__new__(stage_diffusion_proc.StageDiffusionProc)
+    proc.__dict__.update(_od_config=SimpleNamespace(streaming_output=False), _process_request=failing_request,
+                         _handle_collective_rpc=failing_rpc, _is_executor_dead=lambda: False)
+    folder = tempfile.TemporaryDirectory()
+    addresses = (f"ipc://{folder.name}/requests", f"ipc://{folder.name}/responses")
+    context = zmq.Context()
+    requests, responses = context.socket(zmq.PUSH), context.socket(zmq.PULL)
+    requests.bind(addresses[0])
+    responses.bind(addresses[1])
+    responses.setsockopt(zmq.RCVTIMEO, 60_000)  # each frame's deadline
+    encoder, decoder = OmniMsgpackEncoder(), OmniMsgpackDecoder()
+    loop = threading.Thread(target=lambda: asyncio.run(proc.run_loop(*addresses)), daemon=True)
+    loop.start()
+    frames = {}
+    try:
+        for request_id in ("client", "server", "oom"):
+            requests.send(encoder.encode({"type": "add_request", "request_id": request_id, "prompt": "a cat",
+                                          "sampling_params": {}}))
+            frame = decoder.decode(responses.recv())
+            frames[f"request {frame['request_id']}"] = read(frame)
+        for method in ("server", "dead"):
+            requests.send(encoder.encode({"type": "collective_rpc", "rpc_id": method, "method": method}))
+            frame = decoder.decode(responses.recv())
+            frames[f"rpc {frame['rpc_id']}"] = read(frame)
+        requests.send(encoder.encode({"type": "shutdown"}))
+        loop.join(60)
+    finally:
+        context.destroy(linger=0)
+        folder.cleanup()
+        fatal_state.reset()
+    return {"stopped": not loop.is_alive(), "frames": frames}
+
+
+report["frames"] = {
+    "patched": stage_diffusion_proc.OmniMsgpackEncoder is not OmniMsgpackEncoder,
+    **frames_of_a_failing_proc(),
+}
+"""
+
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
 #: way a replica can end, and the launcher's exit (None where it returns).
 _LAUNCHER = r"""
@@ -757,6 +832,7 @@ _COMPARED = (
     _SENDS,
     _SHUTDOWN,
     _ABORT,
+    _FRAMES,
     _LAUNCHER,
     _TOMBSTONES,
     _OWN_TRANSPORT,
@@ -922,6 +998,51 @@ def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
     assert abort == {
         "nothing_fatal": {"returned": None, "asked": [[["r1-0a1b"], timeout]]},
         "fatal": {"returned": None, "asked": []},
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request: pytest.FixtureRequest) -> None:
+    """The stage-to-client hop of a subprocess stage: a real `run_loop` whose request handler and
+    collective RPC fail, its frames read back with vLLM-Omni's own decoder. The release with the
+    plugin's encoder and the patched tree with nothing patched there send the same frames: the record
+    (its request's id on a request's frame), the sanitized flat fields from it, and on a fatal one the
+    exit code that wins in the proc (81 after an OOM, for a dead engine too)."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    frames = dict(report["frames"])
+    assert frames.pop("patched") is (tree == "release")
+    record = {
+        "parameter": None,
+        "stage_id": None,
+        "fatal": False,
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+    }
+    client = {
+        **record,
+        "message": "height must be a multiple of 16",
+        "parameter": "height",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+    }
+    server = {**record, "message": "could not read <path>"}
+    fatal = {**record, "message": "The server had an error while processing your request.", "fatal": True}
+
+    def frame(details: dict[str, Any], request_id: str | None, exit_code: int | None) -> dict[str, Any]:
+        flat = [details["message"], details["status_code"], details["error_type"]]
+        return {"flat": flat, "record": {**details, "request_id": request_id}, "exit": exit_code}
+
+    assert frames == {
+        "stopped": True,
+        "frames": {
+            "request client": frame(client, "client", None),
+            "request server": frame(server, "server", None),
+            "request oom": frame(fatal, "oom", 81),
+            "rpc server": frame(server, None, None),
+            "rpc dead": frame(fatal, None, 81),
+        },
     }
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import zmq
 
-from omni_errors.carry import FRAME_KEY, Carried, attach, carried, frame_fields, record_failure
+from omni_errors.carry import FRAME_KEY, Carried, attach, carried, failure_frame_fields, frame_fields, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
@@ -126,11 +126,7 @@ def make_frame_encoder(module: ModuleType, original: type) -> type:
         def encode(self, obj: Any) -> Any:
             exc = sys.exc_info()[1]
             if isinstance(obj, dict) and obj.get("type") == "error" and FRAME_KEY not in obj and exc is not None:
-                value = record_failure(exc, request_id=obj.get("request_id"))
-                if value is not None:
-                    if value.details.fatal:  # the code that wins in this process (the fatal policy)
-                        value = Carried(value.details, fatal.note(value.exit_code or ExitCode.FATAL_ENGINE))
-                    obj = {**obj, **frame_fields(value)}
+                obj = {**obj, **failure_frame_fields(exc, request_id=obj.get("request_id"))}
             return super().encode(obj)
 
     return RecordFrameEncoder

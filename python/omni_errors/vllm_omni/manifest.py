@@ -209,13 +209,15 @@ TARGETS: tuple[Target, ...] = (
            upstream="`_emit_outputs` fails the engine on a delivered fatal record (`rebuild`), its exit code "
                     "noted (`omni_errors.fatal.process.note`)"),
     Target(f"{_D}.stage_diffusion_proc", None, "OmniMsgpackEncoder", "diffusion:make_frame_encoder", Kind.WRAP,
-           {_R030: "87d8b337be6c9344"},
+           {_R030: "87d8b337be6c9344"}, upstreamed={_R030: "d927614e1007d41b"},
+           upstreamed_at=f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop",
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
            in_except=(InExcept(f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop", "encode", True),),
            process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
            does="error frames (built inside the `except` that caught the failure) get top-level keys "
                 "`omni_error` (the record's frame) and `omni_error_exit`; old receivers ignore them",
-           upstream="the frame carries `details` (frame bytes)"),
+           upstream="`run_loop`'s error frames add `omni_errors.carry.failure_frame_fields` of the exception they "
+                    "answer"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "close", "diffusion:make_proc_close", Kind.WRAP,
            {_R030: "136658ae3f9008df"}, upstreamed={_R030: "703d0a3a3ecf2207"},
            process=Process.STAGE, hop=Hop.EXIT,
@@ -223,7 +225,7 @@ TARGETS: tuple[Target, ...] = (
                 "head lost) instead of 1",
            upstream="`close` ends the proc with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
-           {_R030: "dc6a8baff385f585"},
+           {_R030: "dc6a8baff385f585", _S030: "d927614e1007d41b"},
            process=Process.STAGE, hop=Hop.LIVENESS,
            does="its two sockets are the proc's links to the head: a remote proc gives them ZMTP heartbeats and a "
                 "monitor, and when the head is gone or cut off it stops its loop and exits 86",
