@@ -607,19 +607,23 @@ fatal_state.reset()
 """
 
 #: After `_ABORT`: a real `run_loop` on ipc sockets whose request handler and collective RPC fail, each
-#: frame read back with vLLM-Omni's own decoder; from a clean fatal state, left clean.
+#: frame read back with vLLM-Omni's own decoder; then one whose executor is dead, to its sentinel. Each
+#: loop from a clean fatal state, left clean.
 _FRAMES = r"""
+import contextlib
 import threading
 from omni_errors.carry import EXIT_KEY
 from vllm.v1.engine.exceptions import EngineDeadError
 from vllm_omni.diffusion import stage_diffusion_proc
 from vllm_omni.distributed.omni_connectors.utils.serialization import OmniMsgpackDecoder, OmniMsgpackEncoder
 
+Proc = stage_diffusion_proc.StageDiffusionProc
 failures = {
     "client": lambda: VLLMValidationError("height must be a multiple of 16", parameter="height"),
     "server": lambda: ValueError("could not read /home/alice/ckpt/model.safetensors"),
     "oom": lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
     "dead": lambda: EngineDeadError(),  # after the OOM: 81 still wins
+    "closed": lambda: RuntimeError("DiffusionExecutor is closed"),
 }
 
 
@@ -631,20 +635,25 @@ async def failing_rpc(method, timeout, args, kwargs):
     raise failures[method]()
 
 
-def read(frame):
+def read(raw):
+    if raw == Proc.DIFFUSION_PROC_DEAD:
+        return "DIFFUSION_PROC_DEAD"
+    frame = OmniMsgpackDecoder().decode(raw)
     value = carried(frame)
     return {
+        "for": frame.get("request_id") or frame.get("rpc_id"),
         "flat": [frame["error"], frame.get("status_code"), frame.get("error_type")],
         "record": None if value is None else value.details.to_dict(),
         "exit": frame.get(EXIT_KEY),
     }
 
 
-def frames_of_a_failing_proc():
+@contextlib.contextmanager
+def serving(executor_dead):
     fatal_state.reset()
-    proc = stage_diffusion_proc.StageDiffusionProc.__new__(stage_diffusion_proc.StageDiffusionProc)
+    proc = Proc.__new__(Proc)
     proc.__dict__.update(_od_config=SimpleNamespace(streaming_output=False), _process_request=failing_request,
-                         _handle_collective_rpc=failing_rpc, _is_executor_dead=lambda: False)
+                         _handle_collective_rpc=failing_rpc, _is_executor_dead=lambda: executor_dead)
     folder = tempfile.TemporaryDirectory()
     addresses = (f"ipc://{folder.name}/requests", f"ipc://{folder.name}/responses")
     context = zmq.Context()
@@ -652,33 +661,48 @@ def frames_of_a_failing_proc():
     requests.bind(addresses[0])
     responses.bind(addresses[1])
     responses.setsockopt(zmq.RCVTIMEO, 60_000)  # each frame's deadline
-    encoder, decoder = OmniMsgpackEncoder(), OmniMsgpackDecoder()
-    loop = threading.Thread(target=lambda: asyncio.run(proc.run_loop(*addresses)), daemon=True)
+    encoder = OmniMsgpackEncoder()
+    ended = {}
+
+    def run():
+        try:
+            asyncio.run(proc.run_loop(*addresses))
+        except Exception as exc:
+            ended["raised"] = type(exc).__name__
+
+    loop = threading.Thread(target=run, daemon=True)
     loop.start()
-    frames = {}
     try:
-        for request_id in ("client", "server", "oom"):
-            requests.send(encoder.encode({"type": "add_request", "request_id": request_id, "prompt": "a cat",
-                                          "sampling_params": {}}))
-            frame = decoder.decode(responses.recv())
-            frames[f"request {frame['request_id']}"] = read(frame)
-        for method in ("server", "dead"):
-            requests.send(encoder.encode({"type": "collective_rpc", "rpc_id": method, "method": method}))
-            frame = decoder.decode(responses.recv())
-            frames[f"rpc {frame['rpc_id']}"] = read(frame)
-        requests.send(encoder.encode({"type": "shutdown"}))
+        yield lambda message: requests.send(encoder.encode(message)), lambda: read(responses.recv())
         loop.join(60)
+        ended.update(stopped=not loop.is_alive(), noted=fatal_state.exit_code())
     finally:
         context.destroy(linger=0)
         folder.cleanup()
         fatal_state.reset()
-    return {"stopped": not loop.is_alive(), "frames": frames}
+    report["frames"][f"executor_dead={executor_dead}"] = ended
 
 
-report["frames"] = {
-    "patched": stage_diffusion_proc.OmniMsgpackEncoder is not OmniMsgpackEncoder,
-    **frames_of_a_failing_proc(),
-}
+def request(request_id):
+    return {"type": "add_request", "request_id": request_id, "prompt": "a cat", "sampling_params": {}}
+
+
+report["frames"] = {"patched": sorted(name for name, patched in (
+    ("OmniMsgpackEncoder", stage_diffusion_proc.OmniMsgpackEncoder is not OmniMsgpackEncoder),
+    ("_signal_fatal_engine_failure", is_patched(Proc._signal_fatal_engine_failure))) if patched)}
+with serving(executor_dead=False) as (send, receive):
+    failed = []
+    for request_id in ("client", "server", "oom"):
+        send(request(request_id))
+        failed.append(receive())
+    for method in ("server", "dead"):
+        send({"type": "collective_rpc", "rpc_id": method, "method": method})
+        failed.append(receive())
+    send({"type": "shutdown"})
+report["frames"]["failed"] = failed
+with serving(executor_dead=True) as (send, receive):
+    send(request("closed"))
+    report["frames"]["executor_died"] = [receive() for _ in range(3)]
 """
 
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
@@ -1004,13 +1028,15 @@ def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
 @pytest.mark.parametrize("tree", ["release", "series"])
 def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request: pytest.FixtureRequest) -> None:
     """The stage-to-client hop of a subprocess stage: a real `run_loop` whose request handler and
-    collective RPC fail, its frames read back with vLLM-Omni's own decoder. The release with the
-    plugin's encoder and the patched tree with nothing patched there send the same frames: the record
-    (its request's id on a request's frame), the sanitized flat fields from it, and on a fatal one the
-    exit code that wins in the proc (81 after an OOM, for a dead engine too)."""
+    collective RPC fail, then one whose executor is dead, their frames read back with vLLM-Omni's own
+    decoder. The release with the plugin's encoder and death notice and the patched tree with nothing
+    patched there send the same frames: the record (a request's with its id), the sanitized flat fields
+    from it, and on a fatal one the exit code that wins in the proc (81 after an OOM, for a dead engine
+    too); a dead executor's proc sends the record it dies of (exit 80) before its sentinel."""
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     frames = dict(report["frames"])
-    assert frames.pop("patched") is (tree == "release")
+    patched = ["OmniMsgpackEncoder", "_signal_fatal_engine_failure"]
+    assert frames.pop("patched") == (patched if tree == "release" else [])
     record = {
         "parameter": None,
         "stage_id": None,
@@ -1028,21 +1054,31 @@ def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request:
         "error_type": "BadRequestError",
     }
     server = {**record, "message": "could not read <path>"}
+    closed = {**record, "message": "DiffusionExecutor is closed"}
     fatal = {**record, "message": "The server had an error while processing your request.", "fatal": True}
 
-    def frame(details: dict[str, Any], request_id: str | None, exit_code: int | None) -> dict[str, Any]:
+    def frame(
+        details: dict[str, Any], answers: str | None, exit_code: int | None, *, of_request: bool
+    ) -> dict[str, Any]:
         flat = [details["message"], details["status_code"], details["error_type"]]
-        return {"flat": flat, "record": {**details, "request_id": request_id}, "exit": exit_code}
+        record = {**details, "request_id": answers if of_request else None}
+        return {"for": answers, "flat": flat, "record": record, "exit": exit_code}
 
     assert frames == {
-        "stopped": True,
-        "frames": {
-            "request client": frame(client, "client", None),
-            "request server": frame(server, "server", None),
-            "request oom": frame(fatal, "oom", 81),
-            "rpc server": frame(server, None, None),
-            "rpc dead": frame(fatal, None, 81),
-        },
+        "executor_dead=False": {"stopped": True, "noted": 81},
+        "failed": [
+            frame(client, "client", None, of_request=True),
+            frame(server, "server", None, of_request=True),
+            frame(fatal, "oom", 81, of_request=True),
+            frame(server, "server", None, of_request=False),
+            frame(fatal, "dead", 81, of_request=False),
+        ],
+        "executor_dead=True": {"stopped": True, "noted": 80, "raised": "RuntimeError"},
+        "executor_died": [
+            frame(closed, "closed", None, of_request=True),
+            frame(fatal, None, 80, of_request=False),
+            "DIFFUSION_PROC_DEAD",
+        ],
     }
 
 

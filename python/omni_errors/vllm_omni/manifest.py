@@ -209,7 +209,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="`_emit_outputs` fails the engine on a delivered fatal record (`rebuild`), its exit code "
                     "noted (`omni_errors.fatal.process.note`)"),
     Target(f"{_D}.stage_diffusion_proc", None, "OmniMsgpackEncoder", "diffusion:make_frame_encoder", Kind.WRAP,
-           {_R030: "87d8b337be6c9344"}, upstreamed={_R030: "d927614e1007d41b"},
+           {_R030: "87d8b337be6c9344"}, upstreamed={_R030: "26fc1440648624f6"},
            upstreamed_at=f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop",
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
            in_except=(InExcept(f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop", "encode", True),),
@@ -225,18 +225,21 @@ TARGETS: tuple[Target, ...] = (
                 "head lost) instead of 1",
            upstream="`close` ends the proc with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
-           {_R030: "dc6a8baff385f585", _S030: "d927614e1007d41b"},
+           {_R030: "dc6a8baff385f585", _S030: "26fc1440648624f6"},
            process=Process.STAGE, hop=Hop.LIVENESS,
            does="its two sockets are the proc's links to the head: a remote proc gives them ZMTP heartbeats and a "
                 "monitor, and when the head is gone or cut off it stops its loop and exits 86",
            upstream="the remote proc watches its links to the head"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "_signal_fatal_engine_failure",
            "diffusion:make_signal_fatal", Kind.WRAP, {_R030: "4f90d79335b677eb"},
+           upstreamed={_R030: "26fc1440648624f6"},
+           upstreamed_at=f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop",
            relies_on=("StageDiffusionProc._fatal_event",),
            process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
            does="before the proc sends `DIFFUSION_PROC_DEAD`, a frame with the record it dies of and its exit code "
                 "(no request id: a receiver without the plugin only logs it)",
-           upstream="`DIFFUSION_PROC_DEAD` carries `details`"),
+           upstream="`run_loop` sends an error frame with `failure_frame_fields(EngineDeadError())` before "
+                    "`DIFFUSION_PROC_DEAD` when the fatal event ended it"),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
            {_R030: "8744bdac53021431"}, upstreamed={_R030: "4957dfa03090d50a"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
