@@ -705,6 +705,76 @@ with serving(executor_dead=True) as (send, receive):
     report["frames"]["executor_died"] = [receive() for _ in range(3)]
 """
 
+#: After `_FRAMES`: a real client's response socket fed the frames a proc with omni-errors sends (each
+#: built as its `run_loop` builds it, then the fatal state cleared), one from a peer without it, the death
+#: notice and the sentinel; then drained, as the client's poll does. Left with a clean fatal state.
+_DRAIN = r"""
+import queue
+from omni_errors.carry import failure_frame_fields
+from omni_errors.vllm_omni.client import last_words
+from vllm_omni.diffusion import stage_diffusion_client
+from vllm_omni.distributed.omni_connectors.utils import serialization
+
+
+def sent(message, exc):
+    fatal_state.reset()  # what the proc noted stays in the proc
+    return {**message, **failure_frame_fields(exc, request_id=message.get("request_id"))}
+
+
+frames = [
+    sent({"type": "error", "request_id": "client", "error": "raw", "metrics": {"e2e_ms": 5}},
+         VLLMValidationError("height must be a multiple of 16", parameter="height")),
+    sent({"type": "error", "request_id": "oom", "error": "raw", "metrics": {}},
+         torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")),
+    sent({"type": "error", "rpc_id": "ping", "error": "raw"}, ValueError("could not read /home/alice/ckpt/w.pt")),
+    {"type": "error", "request_id": "peer", "error": "worker gone", "status_code": 500,
+     "error_type": "InternalServerError", "metrics": {}},  # a proc without omni-errors
+    sent({"type": "error"}, EngineDeadError()),  # the death notice
+]
+fatal_state.reset()
+drained = tempfile.TemporaryDirectory()
+Client = stage_diffusion_client.StageDiffusionClient
+client = Client.__new__(Client)
+client.__dict__.update(stage_id=1, replica_id=0, _engine_dead=False, _pending_rpcs={"ping"}, _rpc_results={},
+                       _output_queue=queue.Queue(),
+                       _proc_manager=SimpleNamespace(proc=SimpleNamespace(is_alive=lambda: True)))
+client._connect_transport(f"ipc://{drained.name}/requests", f"ipc://{drained.name}/responses")
+proc_side = client._zmq_ctx.socket(zmq.PUSH)
+proc_side.connect(client.response_address)
+for message in frames:
+    proc_side.send(serialization.OmniMsgpackEncoder().encode(message))
+proc_side.send(Proc.DIFFUSION_PROC_DEAD)
+deadline = time.monotonic() + 60
+while not client._engine_dead and time.monotonic() < deadline:  # the sentinel comes last
+    client._drain_responses()
+    time.sleep(0.01)
+outputs = []
+while not client._output_queue.empty():
+    output = client._output_queue.get_nowait()
+    value = carried(output)
+    outputs.append({
+        "for": output.request_id,
+        "flat": [output.error, output.error_status_code, output.error_type],
+        "record": None if value is None else [value.details.to_dict(), value.exit_code],
+        "metrics": output.metrics,
+    })
+died_of = last_words(client)
+report["drain"] = {
+    "patched": stage_diffusion_client.OmniMsgpackDecoder is not serialization.OmniMsgpackDecoder,
+    "outputs": outputs,
+    "rpc_results": client._rpc_results,
+    "dead": client._engine_dead,
+    "noted": fatal_state.exit_code(),
+    "died_of": None if died_of is None else [died_of.details.to_dict(), died_of.exit_code],
+}
+proc_side.close(linger=0)
+client._request_socket.close(linger=0)
+client._response_socket.close(linger=0)
+client._zmq_ctx.term()
+drained.cleanup()
+fatal_state.reset()
+"""
+
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
 #: way a replica can end, and the launcher's exit (None where it returns).
 _LAUNCHER = r"""
@@ -857,6 +927,7 @@ _COMPARED = (
     _SHUTDOWN,
     _ABORT,
     _FRAMES,
+    _DRAIN,
     _LAUNCHER,
     _TOMBSTONES,
     _OWN_TRANSPORT,
@@ -1079,6 +1150,58 @@ def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request:
             frame(fatal, None, 80, of_request=False),
             "DIFFUSION_PROC_DEAD",
         ],
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_stage_client_reads_the_record_of_each_error_frame(tree: str, request: pytest.FixtureRequest) -> None:
+    """The client's side of the stage-to-client hop: a real client's response socket fed the frames a
+    proc with omni-errors sends, one from a peer without it, the death notice and the sentinel. The
+    release with the plugin's decoder and the patched tree with nothing patched there drain them alike:
+    each request's error output with its record (the flat fields from it), the peer's from its flat
+    fields, the RPC's failure with its sanitized reason, the OOM's 81 noted in the server's fatal
+    state, the stage dead, and the death notice's record (80) as what the replica died of."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    drain = dict(report["drain"])
+    assert drain.pop("patched") is (tree == "release")
+    record = {
+        "parameter": None,
+        "stage_id": None,
+        "fatal": True,
+        "category": "server",
+        "status_code": 500,
+        "error_type": "InternalServerError",
+        "message": "The server had an error while processing your request.",
+    }
+    client = {
+        **record,
+        "message": "height must be a multiple of 16",
+        "parameter": "height",
+        "category": "client",
+        "status_code": 400,
+        "error_type": "BadRequestError",
+        "fatal": False,
+    }
+    assert drain == {
+        "outputs": [
+            {
+                "for": "client",
+                "flat": [client["message"], 400, "BadRequestError"],
+                "record": [{**client, "request_id": "client"}, None],
+                "metrics": {"e2e_ms": 5},
+            },
+            {
+                "for": "oom",
+                "flat": [record["message"], 500, "InternalServerError"],
+                "record": [{**record, "request_id": "oom"}, 81],
+                "metrics": {},
+            },
+            {"for": "peer", "flat": ["worker gone", 500, "InternalServerError"], "record": None, "metrics": {}},
+        ],
+        "rpc_results": {"ping": {"error": True, "reason": "could not read <path>"}},
+        "dead": True,
+        "noted": 81,
+        "died_of": [{**record, "request_id": None}, 80],
     }
 
 

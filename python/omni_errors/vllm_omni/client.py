@@ -118,7 +118,8 @@ def last_words(client: Any) -> Carried | None:
     if drain is not None:
         with contextlib.suppress(zmq.ZMQError):  # a socket already closed has nothing left to read
             drain()
-    return getattr(getattr(client, "_decoder", None), "death", None)
+    said = getattr(client, "last_fatal", None)  # vLLM-Omni's own client keeps it (the upstream series)
+    return said if said is not None else getattr(getattr(client, "_decoder", None), "death", None)
 
 
 def _bounded(original: Any, what: str) -> Any:

@@ -289,13 +289,15 @@ TARGETS: tuple[Target, ...] = (
                 "an OOM exit of the proc is the server's exit code too",
            upstream="the client bounds its shutdown"),
     Target(f"{_D}.stage_diffusion_client", None, "OmniMsgpackDecoder", "client:make_frame_decoder", Kind.WRAP,
-           {_R030: "e5d4fd4e8f4b9909"},
+           {_R030: "e5d4fd4e8f4b9909"}, upstreamed={_R030: "2cde9c0c514ada65"},
+           upstreamed_at=f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses",
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackDecoder",
            process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="a record-carrying request error frame becomes that request's error output with the record "
                 "attached; a record frame without a request (the proc's death notice) or a fatal record is kept "
                 "as the record the replica died of",
-           upstream="`_drain_responses` reads `details` from the frame and from `DIFFUSION_PROC_DEAD`"),
+           upstream="`_drain_responses` attaches an error frame's record to the request's error output, notes its "
+                    "exit code, and keeps the last fatal record (`StageDiffusionClient.last_fatal`)"),
     Target("vllm_omni.engine.orchestrator", None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP,
            {_R030: "bc7fcae08bcfba98"}, upstreamed={_R030: "a27b4d696ec92824"},
            defined_in="vllm_omni.engine.messages:ErrorMessage",
