@@ -934,6 +934,30 @@ _COMPARED = (
 )
 
 
+#: The records the probes' three kinds of failure get, before a request id is set: an OOM (fatal by
+#: type), vLLM's validation error naming `height`, and a server error naming a path (sanitized).
+_FATAL = {
+    "message": "The server had an error while processing your request.",
+    "category": "server",
+    "status_code": 500,
+    "error_type": "InternalServerError",
+    "parameter": None,
+    "request_id": None,
+    "stage_id": None,
+    "fatal": True,
+}
+_CLIENT = {
+    **_FATAL,
+    "message": "height must be a multiple of 16",
+    "category": "client",
+    "status_code": 400,
+    "error_type": "BadRequestError",
+    "parameter": "height",
+    "fatal": False,
+}
+_SERVER = {**_FATAL, "message": "could not read <path>", "fatal": False}
+
+
 @pytest.fixture(scope="module")
 def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One probe on the release with the plugin's patches, for the tests that compare it with the series."""
@@ -1108,25 +1132,7 @@ def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request:
     frames = dict(report["frames"])
     patched = ["OmniMsgpackEncoder", "_signal_fatal_engine_failure"]
     assert frames.pop("patched") == (patched if tree == "release" else [])
-    record = {
-        "parameter": None,
-        "stage_id": None,
-        "fatal": False,
-        "category": "server",
-        "status_code": 500,
-        "error_type": "InternalServerError",
-    }
-    client = {
-        **record,
-        "message": "height must be a multiple of 16",
-        "parameter": "height",
-        "category": "client",
-        "status_code": 400,
-        "error_type": "BadRequestError",
-    }
-    server = {**record, "message": "could not read <path>"}
-    closed = {**record, "message": "DiffusionExecutor is closed"}
-    fatal = {**record, "message": "The server had an error while processing your request.", "fatal": True}
+    closed = {**_SERVER, "message": "DiffusionExecutor is closed"}
 
     def frame(
         details: dict[str, Any], answers: str | None, exit_code: int | None, *, of_request: bool
@@ -1138,16 +1144,16 @@ def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request:
     assert frames == {
         "executor_dead=False": {"stopped": True, "noted": 81},
         "failed": [
-            frame(client, "client", None, of_request=True),
-            frame(server, "server", None, of_request=True),
-            frame(fatal, "oom", 81, of_request=True),
-            frame(server, "server", None, of_request=False),
-            frame(fatal, "dead", 81, of_request=False),
+            frame(_CLIENT, "client", None, of_request=True),
+            frame(_SERVER, "server", None, of_request=True),
+            frame(_FATAL, "oom", 81, of_request=True),
+            frame(_SERVER, "server", None, of_request=False),
+            frame(_FATAL, "dead", 81, of_request=False),
         ],
         "executor_dead=True": {"stopped": True, "noted": 80, "raised": "RuntimeError"},
         "executor_died": [
             frame(closed, "closed", None, of_request=True),
-            frame(fatal, None, 80, of_request=False),
+            frame(_FATAL, None, 80, of_request=False),
             "DIFFUSION_PROC_DEAD",
         ],
     }
@@ -1164,36 +1170,18 @@ def test_the_stage_client_reads_the_record_of_each_error_frame(tree: str, reques
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     drain = dict(report["drain"])
     assert drain.pop("patched") is (tree == "release")
-    record = {
-        "parameter": None,
-        "stage_id": None,
-        "fatal": True,
-        "category": "server",
-        "status_code": 500,
-        "error_type": "InternalServerError",
-        "message": "The server had an error while processing your request.",
-    }
-    client = {
-        **record,
-        "message": "height must be a multiple of 16",
-        "parameter": "height",
-        "category": "client",
-        "status_code": 400,
-        "error_type": "BadRequestError",
-        "fatal": False,
-    }
     assert drain == {
         "outputs": [
             {
                 "for": "client",
-                "flat": [client["message"], 400, "BadRequestError"],
-                "record": [{**client, "request_id": "client"}, None],
+                "flat": [_CLIENT["message"], 400, "BadRequestError"],
+                "record": [{**_CLIENT, "request_id": "client"}, None],
                 "metrics": {"e2e_ms": 5},
             },
             {
                 "for": "oom",
-                "flat": [record["message"], 500, "InternalServerError"],
-                "record": [{**record, "request_id": "oom"}, 81],
+                "flat": [_FATAL["message"], 500, "InternalServerError"],
+                "record": [{**_FATAL, "request_id": "oom"}, 81],
                 "metrics": {},
             },
             {"for": "peer", "flat": ["worker gone", 500, "InternalServerError"], "record": None, "metrics": {}},
@@ -1201,7 +1189,7 @@ def test_the_stage_client_reads_the_record_of_each_error_frame(tree: str, reques
         "rpc_results": {"ping": {"error": True, "reason": "could not read <path>"}},
         "dead": True,
         "noted": 81,
-        "died_of": [{**record, "request_id": None}, 80],
+        "died_of": [_FATAL, 80],
     }
 
 
@@ -1229,26 +1217,7 @@ def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     diffusion = dict(report["diffusion"])
     assert diffusion.pop("patched") == (["from_exception", "postprocess_output"] if tree == "release" else [])
-    oom = {
-        "message": "The server had an error while processing your request.",
-        "category": "server",
-        "status_code": 500,
-        "error_type": "InternalServerError",
-        "parameter": None,
-        "request_id": None,
-        "stage_id": None,
-        "fatal": True,
-    }
-    client = {
-        **oom,
-        "message": "height must be a multiple of 16",
-        "category": "client",
-        "status_code": 400,
-        "error_type": "BadRequestError",
-        "parameter": "height",
-        "fatal": False,
-    }
-    server = {**oom, "message": "could not read <path>", "fatal": False}
+    oom, client, server = _FATAL, _CLIENT, _SERVER
     assert diffusion == {
         "noted": [None, 81],
         "outputs": {
@@ -1285,16 +1254,7 @@ def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_c
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     stop = dict(report["fatal_stop"])
     assert stop.pop("patched") == (["_emit_outputs", "close"] if tree == "release" else [])
-    fatal = {
-        "message": "The server had an error while processing your request.",
-        "category": "server",
-        "status_code": 500,
-        "error_type": "InternalServerError",
-        "parameter": None,
-        "request_id": None,
-        "stage_id": None,
-        "fatal": True,
-    }
+    fatal = _FATAL
     failed = ["failed", "OmniEngineDeadError", fatal]
     put = [["put", "r1", None], ["put", "r2", fatal["message"]], ["put", "r3", "height must be a multiple of 16"]]
     released = ["engine", "executor"]
@@ -1329,26 +1289,7 @@ def test_the_inline_clients_error_output_carries_the_record_it_answers(
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     answers = dict(report["error_output"])
     assert answers.pop("patched") is (tree == "release")
-    record = {
-        "message": "The server had an error while processing your request.",
-        "category": "server",
-        "status_code": 500,
-        "error_type": "InternalServerError",
-        "parameter": None,
-        "request_id": "r1",
-        "stage_id": None,
-        "fatal": True,
-    }
-    client = {
-        **record,
-        "message": "height must be a multiple of 16",
-        "category": "client",
-        "status_code": 400,
-        "error_type": "BadRequestError",
-        "parameter": "height",
-        "fatal": False,
-    }
-    server = {**record, "message": "could not read <path>", "fatal": False}
+    record, client, server = ({**details, "request_id": "r1"} for details in (_FATAL, _CLIENT, _SERVER))
     assert answers == {
         "oom": {
             "flat": ["r1", True, record["message"], 500, "InternalServerError"],
