@@ -26,10 +26,9 @@ from typing import Any
 
 import zmq
 
-from omni_errors.carry import FRAME_KEY, Carried, attach, carried, failure_frame_fields, frame_fields, record_failure
+from omni_errors.carry import FRAME_KEY, Carried, attach, carried, failure_frame_fields, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_ids
 from omni_errors.vllm_omni.liveness import LinkWatch, expect
 from omni_errors.vllm_omni.settings import LOG_NAME
@@ -176,14 +175,18 @@ def make_run_loop(module: ModuleType, original: Any) -> Any:
 def make_signal_fatal(module: ModuleType, original: Any) -> Any:
     """`StageDiffusionProc._signal_fatal_engine_failure`: the death notice that follows is preceded by a
     frame with the record the proc dies of (no request id: vLLM-Omni's receiver only logs it)."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
     encoder = module.OmniMsgpackEncoder()
 
     def _signal_fatal_engine_failure(self: Any, reason: str) -> None:
         event = self._fatal_event
         watch = _links.get(self)
         if event is not None and not event.is_set() and watch is not None:
-            value = Carried(fatal_record(stage_id=None), fatal.note(ExitCode.FATAL_ENGINE))
-            _send_now(watch.sockets.get(watch.endpoints[1]), encoder.encode({"type": "error", **frame_fields(value)}))
+            # The same fields as vLLM-Omni's own death notice (the upstream series): the fatal record, the
+            # exit code that wins in this proc.
+            death = {"type": "error", **failure_frame_fields(EngineDeadError())}
+            _send_now(watch.sockets.get(watch.endpoints[1]), encoder.encode(death))
         original(self, reason)
 
     return _signal_fatal_engine_failure
