@@ -1,5 +1,6 @@
-"""`api.InFlight`: the count the fatal stop waits on before its last call, over a real Starlette app;
-and the answer of a request the stopping server cancels, over a real uvicorn server."""
+"""`omni_errors.server.in_flight.InFlight`: the count the fatal stop waits on before its last call,
+over a real Starlette app; and the answer of a request the stopping server cancels, over a real
+uvicorn server."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.render.http import http_response
 from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record
-from omni_errors.vllm_omni.api import InFlight
+from omni_errors.server.in_flight import InFlight
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse

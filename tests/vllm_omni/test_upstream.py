@@ -906,6 +906,81 @@ own._zmq_ctx.term()
 sockets.cleanup()
 """
 
+#: The API server's boundary over a real uvicorn server on a real socket, served by the API server's
+#: own `serve_http`: a malformed body, a server failure naming a path, and a route that renders the
+#: fatal failure it caught (`_create_engine_error_json_response`), which ends the server with 80.
+_BOUNDARY = r"""
+import asyncio
+import socket
+
+import httpx
+from fastapi import FastAPI, Request
+from vllm.v1.engine.exceptions import EngineDeadError
+import vllm_omni.entrypoints.openai.api_server as api_server
+from omni_errors.fatal import process as fatal_state
+
+fatal_state.reset()  # the probe's earlier fragments declare fatal failures of their own
+app = FastAPI()
+
+
+@app.post("/v1/fail")
+async def fail(body: dict) -> dict:
+    raise OSError("could not read /home/alice/ckpt/model.safetensors")
+
+
+@app.get("/v1/caught")
+async def caught(request: Request):
+    try:
+        raise EngineDeadError()
+    except EngineDeadError as exc:
+        return api_server._create_engine_error_json_response(request, exc)
+
+
+api_server._register_omni_exception_handlers(app)
+app.state.engine_client = None  # no engine: vLLM's launcher starts no watchdog
+listener = socket.create_server(("127.0.0.1", 0))
+port = listener.getsockname()[1]
+
+
+def answer(response):
+    error = response.json()["error"]
+    return [response.status_code, error["type"], error["message"]]
+
+
+async def main():
+    serving = asyncio.create_task(api_server.serve_http(app, sock=listener, host="127.0.0.1", port=port))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        for _ in range(600):  # the server starts listening within seconds
+            try:
+                bad = await client.post("/v1/fail", content=b"{not json", headers={"content-type": "application/json"})
+                break
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+        failed = await client.post("/v1/fail", json={})
+        contract = (await client.get("/openapi.json")).json()["paths"]["/v1/fail"]["post"]["responses"]
+        fatal = await client.get("/v1/caught")
+    shutdown = await asyncio.wait_for(serving, 60)
+    try:
+        await shutdown
+        code = None
+    except SystemExit as exit:
+        code = exit.code
+    return {
+        "patched": [
+            is_patched(api_server._register_omni_exception_handlers),
+            is_patched(api_server._create_engine_error_json_response),
+            is_patched(api_server.serve_http),
+        ],
+        "answers": [answer(bad)[:2], answer(failed), answer(fatal)],
+        "declared": sorted(int(status) for status in contract if status.isdigit()),
+        "exit": code,
+    }
+
+
+report["boundary"] = asyncio.run(main())
+listener.close()
+"""
+
 _MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
 _HEAD_TARGETS = (
     "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
@@ -930,7 +1005,8 @@ _COMPARED = (
     _DRAIN,
     _LAUNCHER,
     _TOMBSTONES,
-    _OWN_TRANSPORT,
+    _BOUNDARY,
+    _OWN_TRANSPORT,  # last: it switches the plugin off
 )
 
 
@@ -1344,3 +1420,22 @@ def test_a_failed_sender_fails_its_receivers_with_its_record(tree: str, request:
         assert tomb["poller"][mode] == {"record": record, "waiting": False, "kept_after_cleanup": False}, mode
     if tree == "series":  # the same, record for record, as with the plugin
         assert tomb == {**request.getfixturevalue("on_the_release")["tombstones"], "patched": 0}
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_api_boundary_is_the_cores_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
+    """Behaviour 1 and seed 003 at the API server: the release with the plugin's three wraps, and the
+    patched tree with nothing patched there, answer a malformed body 400, a server failure with its
+    sanitized record, a caught fatal failure with the fatal record; declare the error contract; and
+    the fatal record stops the server, whose `serve_http` then exits 80."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert report["boundary"] == {
+        "patched": [tree == "release"] * 3,
+        "answers": [
+            [400, "BadRequestError"],
+            [500, "InternalServerError", _SERVER["message"]],
+            [500, "InternalServerError", _FATAL["message"]],
+        ],
+        "declared": [200, 400, 413, 422, 500, 501, 503],
+        "exit": 80,
+    }

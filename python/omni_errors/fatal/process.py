@@ -4,7 +4,9 @@ Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, wo
 calls come from vLLM-Omni itself (the upstream series) or from the plugin's patches: code that
 recognises a fatal failure calls `declare` (or `note`, when it only sees the failure's type); the
 parts that end the process subscribe with `on_fatal` (the API server's stop, the orchestrator's
-pipeline shutdown) and read `exit_code()` when the process ends. Which record is kept and which
+pipeline shutdown) and read `exit_code()` when the process ends. A fatal record answered to a client
+ends the process through `answered`, unless its stages decide when it ends (`defer_to_stages`: a
+multi-node head, whose lost replica may still be replaced). Which record is kept and which
 exit code wins is decided by `omni_errors.fatal.policy.FatalState`, as in the reference supervisor:
 the first failure is the root cause, and a more specific code seen later (an OOM after the engine
 died) still wins.
@@ -20,7 +22,7 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import FatalState
 
-__all__ = ["declare", "declared", "exit_code", "note", "on_fatal", "reset"]
+__all__ = ["answered", "declare", "declared", "defer_to_stages", "exit_code", "note", "on_fatal", "reset"]
 
 _log = logging.getLogger("omni_errors.fatal")
 
@@ -29,6 +31,7 @@ Callback = Callable[[OmniErrorDetails], None]
 _state = FatalState()
 _lock = threading.Lock()
 _callbacks: list[Callback] = []
+_stages_decide = False
 
 
 def note(code: ExitCode) -> ExitCode:
@@ -63,6 +66,21 @@ def declare(details: OmniErrorDetails, code: ExitCode) -> bool:
     return first
 
 
+def answered(details: OmniErrorDetails) -> None:
+    """A fatal record reached a client (the API server's `on_fatal` hook): it ends the process with
+    `FATAL_ENGINE`, unless the process already knows why it ends (that decision's record and exit
+    code stand, and this record is its answer) or its stages decide (`defer_to_stages`)."""
+    if not _stages_decide and declared() is None:
+        declare(details, ExitCode.FATAL_ENGINE)
+
+
+def defer_to_stages() -> None:
+    """From now on a fatal record answered to a client does not end the process by itself: the
+    stage it concerns decides (a multi-node head, whose lost replica may rejoin within its window)."""
+    global _stages_decide
+    _stages_decide = True
+
+
 def declared() -> OmniErrorDetails | None:
     """The first fatal record of this process (canonical), if any."""
     return _state.record
@@ -85,6 +103,8 @@ def on_fatal(callback: Callback) -> None:
 
 def reset() -> None:
     """Forget the state and the subscribers (the plugin's `unapply`, tests)."""
+    global _stages_decide
     with _lock:
+        _stages_decide = False
         _state.reset()
         _callbacks.clear()

@@ -1,5 +1,9 @@
 """FastAPI/Starlette wiring: `install(app, *, raw_fallbacks=True)` registers omni_errors' handlers;
-`BodyLimit` bounds request bodies (413); `document_errors` puts the error contract in `/openapi.json`."""
+`BodyLimit` bounds request bodies (413); `document_errors` puts the error contract in `/openapi.json`.
+
+A vLLM API server (vLLM-Omni's, through the plugin or its own calls) gets all of these and more from
+`vllm_api.install_api` (with `in_flight`, `answer_headers` and `route_errors`), and its fatal stop
+from `fatal_stop.stop_on_fatal`."""
 
 from __future__ import annotations
 

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from omni_errors.env import number_from_env
 from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
-from omni_errors.vllm_omni.answer_headers import retry_later
-from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV, number_from_env
+from omni_errors.server.answer_headers import retry_later
+from omni_errors.vllm_omni.settings import ADMISSION_WAIT_ENV, LOG_NAME, RETRY_AFTER_ENV
 
 __all__ = [
     "ADMISSION_WAIT_S",

@@ -1,50 +1,34 @@
 """The API process's boundary: how a record reaches the client, and how a dead pipeline ends the server.
 
-- Exception handlers: `omni_errors.server.install` on vLLM-Omni's app (after vLLM-Omni's own
-  registration, so its handlers are replaced class by class, inside the Prometheus middleware);
-  its `/openapi.json` states the error contract (`document_errors`, `API_ERROR_STATUSES`), and a
-  body over `settings.max_body_bytes()` is answered 413 before it is read (`BodyLimit`).
-  Raw fallbacks stay on at this boundary: a raw `ValueError` that reaches it was raised by request
-  parsing in the API process (stage failures arrive as rebuilt carriers, never as raw types).
+- Exception handlers: the core's `omni_errors.server.vllm_api.install_api` on vLLM-Omni's app, after
+  vLLM-Omni's own registration, so its handlers are replaced class by class, inside the Prometheus
+  middleware (the error contract in `/openapi.json`, the 413 of a body over the limit, what vLLM's
+  routes do with failures, the requests in flight, raw fallbacks on).
 - Error helpers that build responses inside an `except` block (the diffusion chat route's
   `_create_error_response`, the video jobs' `_video_error_from_exception`) use the record of the
   exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
 - `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
-- What the plugin adds to vLLM-Omni's routes' answers (`handlers`): a route's 500 that wraps a
-  record or vLLM's own client error, the headers an `HTTPException` carries, the routes this
-  deployment never built, and vLLM's 404 for a model the diffusion server does not serve.
 - `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
-- `serve_http`: on a fatal failure the HTTP server first writes the answer of every request in
-  flight (`InFlight` counts them; `ANSWER_DEADLINE_S` bounds the wait), then gives what is on its
-  way a last call (`LAST_CALL_S`), then stops; once it has shut down the process exits with the
-  documented code (`SystemExit`, so every cleanup still runs).
+- `serve_http`: the core's `omni_errors.server.fatal_stop.stop_on_fatal`: on a fatal failure the
+  server answers what is in flight, then stops, and the process exits with the documented code.
 - Multi-node mode (`distributed`): while a stage waits for a replica, a new request gets 503 with
   `Retry-After` at once, and a fatal record answered to a client does not end the head (the lost
-  replica's stage decides, when its window passes).
+  replica's stage decides, when its window passes: `omni_errors.fatal.process.defer_to_stages`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import sys
 from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.fatal import process as fatal
-from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.server.answer_headers import retry_later
+from omni_errors.server.vllm_api import API_RAW_FALLBACKS
 from omni_errors.vllm_omni import distributed
-from omni_errors.vllm_omni.answer_headers import AnswerHeaders, retry_later
-from omni_errors.vllm_omni.settings import ANSWER_DEADLINE_ENV, LOG_NAME, max_body_bytes, number_from_env
 
 __all__ = [
-    "ANSWER_DEADLINE_S",
-    "API_ERROR_STATUSES",
-    "API_RAW_FALLBACKS",
-    "GRACEFUL_SHUTDOWN_S",
-    "LAST_CALL_S",
-    "InFlight",
     "make_abort_internal",
     "make_chat_error_response",
     "make_engine_error_response",
@@ -57,82 +41,7 @@ __all__ = [
     "make_video_error",
 ]
 
-_log = logging.getLogger(LOG_NAME)
-
-#: What any of vLLM-Omni's operations can answer with the plugin, in `/openapi.json` beside what each
-#: route declares: a request the route cannot take (400, never FastAPI's 422 for validation), a body
-#: over the limit (413), one it refuses (422: a content guardrail, a missing image), the safety net
-#: (500), an API this deployment does not serve (501), a paused, sleeping, rejoining or dead engine
-#: (503). A path naming a resource adds 404.
-API_ERROR_STATUSES = (400, 413, 422, 500, 501, 503)
-
-#: The raw-fallback default of the HTTP boundary (see the module docstring and docs/vllm-omni.md).
-API_RAW_FALLBACKS = True
-#: Once the server stops (a fatal failure, Ctrl+C, SIGTERM), in-flight responses get this long to
-#: finish before it closes them: uvicorn would otherwise wait for them without a deadline, and a
-#: request whose pipeline has stopped never finishes (Ctrl+C must end the server within 3 s).
-GRACEFUL_SHUTDOWN_S = 0.5
-#: ...and the server keeps accepting for this long first, answering what arrives with the fatal
-#: record, so that a request already on its way gets an answer instead of a dropped connection.
-LAST_CALL_S = 0.5
-#: Before that last call, every request in flight when the pipeline ended is answered from the
-#: record (the orchestrator has queued its answer): the stop waits until the server has written
-#: them all, for at most this long (`OMNI_ERRORS_ANSWER_DEADLINE_S`, 3 s), so that none is left for
-#: uvicorn to cancel with a bare 500.
-ANSWER_DEADLINE_S = number_from_env(ANSWER_DEADLINE_ENV, 3.0, lambda v: v > 0, "a positive number of seconds")
-_DRAIN_POLL_S = 0.01
-
 _CLIENT_ERROR_REASON = "client_error"
-_tasks: set[asyncio.Task[None]] = set()  # the stop tasks, kept alive until they finish
-
-
-class InFlight:
-    """An ASGI middleware that counts the HTTP requests the server has not finished answering, and
-    answers one the stopping server cancels after a fatal failure with the fatal record.
-
-    Such a request reached the engine as the pipeline ended, after its requests had been answered
-    (a loaded machine widens that window): nothing will ever answer it, and once the stop's
-    deadline has passed uvicorn cancels it, which would leave the client a bare 500.
-    """
-
-    count = 0  # one API server per process: the count is the process's
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def send_noting_start(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        InFlight.count += 1
-        try:
-            await self.app(scope, receive, send_noting_start)
-        except asyncio.CancelledError:
-            record = fatal.declared()
-            if started or record is None:
-                raise
-            from omni_errors.render.http import http_response
-            from omni_errors.semantics.reporting import report
-
-            response = report(record, http_response, where=f"{scope['method']} {scope['path']}")
-            await response(scope, receive, send)
-        finally:
-            InFlight.count -= 1
-
-    @classmethod
-    async def drained(cls, deadline: float) -> bool:
-        """Wait until no request is in flight, or until the loop time `deadline`; True if none is."""
-        loop = asyncio.get_running_loop()
-        while cls.count > 0 and loop.time() < deadline:
-            await asyncio.sleep(_DRAIN_POLL_S)
-        return cls.count == 0
 
 
 def _handled_record() -> OmniErrorDetails | None:
@@ -145,101 +54,30 @@ def _handled_record() -> OmniErrorDetails | None:
     return classify(exc, raw_fallbacks=API_RAW_FALLBACKS)
 
 
-def _on_fatal_response(details: OmniErrorDetails) -> None:
-    """A fatal record reached a client: it ends the process, unless the pipeline already decided
-    why it ends (the record is then that decision's answer, and its exit code stands), or a
-    multi-node head decides when a stage's replicas are lost."""
-    if fatal.declared() is None and not distributed.active():
-        fatal.declare(details, ExitCode.FATAL_ENGINE)
-
-
-def _request_id(request: Any) -> str | None:
-    metadata = getattr(request.state, "request_metadata", None)
-    request_id = getattr(metadata, "request_id", None)
-    return request_id if isinstance(request_id, str) else None
-
-
 def make_register_handlers(module: ModuleType, original: Any) -> Any:
-    """`_register_omni_exception_handlers`: our handlers after vLLM-Omni's own."""
-    from fastapi import HTTPException as FastAPIHTTPException
-    from starlette.exceptions import HTTPException
-
-    from omni_errors.server import BodyLimit, document_errors, install
-    from omni_errors.server.register import make_handler
-    from omni_errors.vllm_omni.handlers import cause_first, unbuilt_route, with_headers
+    """`_register_omni_exception_handlers`: the core's boundary after vLLM-Omni's own handlers."""
+    from omni_errors.server.vllm_api import install_api
 
     def register(app: Any) -> None:
         original(app)
-        # vLLM's app building has already assembled Starlette's middleware stack once, and its
-        # ExceptionMiddleware holds a copy of the handlers: drop the stack so that the next
-        # call (uvicorn's lifespan startup) builds it again with these handlers in it.
-        app.middleware_stack = None
-        app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes())
-        app.add_middleware(InFlight)
-        app.add_middleware(AnswerHeaders)
-        install(app, raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response)
-        handler = unbuilt_route(make_handler(raw_fallbacks=API_RAW_FALLBACKS, on_fatal=_on_fatal_response))
-        app.add_exception_handler(AttributeError, handler)
-        for cls in (FastAPIHTTPException, HTTPException):
-            app.add_exception_handler(cls, with_headers(cause_first(handler)))
-        document_errors(app, every_operation=API_ERROR_STATUSES, templated=(404,))
+        install_api(app)
 
     return register
 
 
 def make_serve_http(module: ModuleType, original: Any) -> Any:
     """`serve_http`: the server stops on a fatal failure, then the process exits with its code."""
+    from omni_errors.server.fatal_stop import stop_on_fatal
 
-    async def serve_http(app: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-
-        async def answer_then_stop() -> None:
-            # Every request in flight has its answer queued: let the server write them all, then
-            # give what is on its way the last call, then stop (still bounded by the deadline).
-            deadline = loop.time() + ANSWER_DEADLINE_S
-            if not await InFlight.drained(deadline):
-                _log.error("omni-errors: %d request(s) still unanswered after the fatal failure", InFlight.count)
-            await asyncio.sleep(LAST_CALL_S)
-            await InFlight.drained(deadline + LAST_CALL_S)
-            server = getattr(app.state, "server", None)
-            if server is not None:
-                server.should_exit = True
-
-        def start_stop() -> None:
-            task = loop.create_task(answer_then_stop())
-            _tasks.add(task)
-            task.add_done_callback(_tasks.discard)
-
-        def stop(_details: OmniErrorDetails) -> None:
-            loop.call_soon_threadsafe(start_stop)
-
-        def bound_graceful_shutdown() -> None:  # runs once serve_http has created the server
-            server = getattr(app.state, "server", None)
-            if server is not None:
-                server.config.timeout_graceful_shutdown = GRACEFUL_SHUTDOWN_S
-
-        fatal.on_fatal(stop)
-        loop.call_soon(bound_graceful_shutdown)
-        return _exit_after(await original(app, *args, **kwargs))
-
-    return serve_http
+    return stop_on_fatal(original)
 
 
 def make_engine_error_response(module: ModuleType, original: Any) -> Any:
     """`_create_engine_error_json_response`: renders the record (and starts the fatal shutdown)."""
-    from omni_errors.render.http import http_response
-    from omni_errors.semantics.reporting import report
+    from omni_errors.server.vllm_api import engine_error_response
 
     def _create_engine_error_json_response(req: Any, exc: Exception) -> Any:
-        where = f"{req.method} {req.url.path}"
-        return report(
-            exc,
-            http_response,
-            where=where,
-            request_id=_request_id(req),
-            raw_fallbacks=API_RAW_FALLBACKS,
-            on_fatal=_on_fatal_response,
-        )
+        return engine_error_response(req, exc)
 
     return _create_engine_error_json_response
 
@@ -280,17 +118,6 @@ def make_generate(module: ModuleType, original: Any) -> Any:
             yield output
 
     return generate
-
-
-async def _exit_after(shutdown: Any) -> None:
-    """Await the server's own shutdown, then end the process with the fatal exit code, if any."""
-    await shutdown
-    # Only a pipeline that ended exits with its code; a code merely noted (a multi-node replica lost
-    # and replaced, say) does not turn a Ctrl+C into a failure.
-    code = fatal.exit_code() if fatal.declared() is not None else None
-    if code is not None:
-        _log.critical("omni-errors: server stopped after a fatal stage failure; exiting with %d", code)
-        raise SystemExit(code)
 
 
 def make_raise_error_message(module: ModuleType, original: Any) -> Any:

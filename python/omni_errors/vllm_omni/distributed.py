@@ -31,9 +31,11 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors.env import number_from_env
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
 from omni_errors.vllm_omni.admission import RETRY_AFTER_S
-from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV, number_from_env
+from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
@@ -155,9 +157,11 @@ def rejoin() -> Rejoin:
 
 
 def activate() -> None:
-    """This process is the head of a multi-node deployment (its membership controller started)."""
+    """This process is the head of a multi-node deployment (its membership controller started): a
+    fatal record answered to a client no longer ends it; a stage's lost replicas do."""
     global _active
     _active = True
+    fatal.defer_to_stages()
 
 
 def active() -> bool:

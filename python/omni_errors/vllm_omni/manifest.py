@@ -460,12 +460,13 @@ TARGETS: tuple[Target, ...] = (
                 "sleeping server says so: `status`, `is_sleeping`, `is_paused` (vLLM's keys), `stage_id`, `message`",
            upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.openai.api_server", None, "_register_omni_exception_handlers", "api:make_register_handlers",
-           Kind.WRAP, {_R030: "9f2feb929dbb14ea"},
+           Kind.WRAP, {_R030: "9f2feb929dbb14ea"}, upstreamed={_R030: "6ea7aa1cddd2f340"},
            defined_in=f"{_E}.serve.utils.errors:_register_omni_exception_handlers",
            process=Process.API_SERVER, hop=Hop.HTTP,
-           does="`omni_errors.server.install(app)` after vLLM-Omni's own registration (rebuilding Starlette's "
-                "middleware stack), and the `InFlight` middleware the fatal stop waits on (a request the stopping "
-                "server cancels is answered the fatal record, not uvicorn's bare 500); a route's "
+           does="the core's `omni_errors.server.vllm_api.install_api(app)` after vLLM-Omni's own registration "
+                "(rebuilding Starlette's middleware stack), and the `InFlight` middleware the fatal stop waits "
+                "on (a request the stopping server cancels is answered the fatal record, not uvicorn's bare 500); "
+                "a route's "
                 "`HTTPException(500, \"... failed: {exc}\")` raised while handling a record-carrying exception "
                 "or vLLM's own client error (`VLLMClientError`: a `VLLMValidationError` naming its parameter) "
                 "renders that exception; an `HTTPException`'s headers (`Allow`, `WWW-Authenticate`, `Retry-After`) "
@@ -489,6 +490,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="the diffusion server's models object has vLLM's `lora_requests`, empty"),
     Target(f"{_E}.openai.api_server", None, "serve_http", "api:make_serve_http", Kind.WRAP,
            {_R030: "70a272d3d5d4ef37"},
+           upstreamed={_R030: "2fdddd6e3d5be72a"}, upstreamed_at=f"{_E}.openai.api_server:serve_http",
            defined_in="vllm.entrypoints.launchers.launcher:serve_http",
            relies_on=("vllm.entrypoints.launchers.launcher:serve_http.app.state.server",),
            process=Process.API_SERVER, hop=Hop.EXIT,
@@ -497,7 +499,7 @@ TARGETS: tuple[Target, ...] = (
                 "and the process exits with the documented code through `SystemExit` after every cleanup",
            upstream="the launcher exits non-zero when the engine died"),
     Target(f"{_E}.openai.api_server", None, "_create_engine_error_json_response", "api:make_engine_error_response",
-           Kind.REPLACE, {_R030: "61f69074f28f2dbd"},
+           Kind.REPLACE, {_R030: "61f69074f28f2dbd"}, upstreamed={_R030: "c2b165cfd7a06d8a"},
            defined_in=f"{_E}.serve.utils.errors:_create_engine_error_json_response",
            process=Process.API_SERVER, hop=Hop.HTTP,
            does="renders the record (and starts the fatal shutdown)",

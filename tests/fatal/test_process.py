@@ -1,0 +1,43 @@
+"""The process's fatal state: what a fatal record answered to a client does to the process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from omni_errors import OmniErrorDetails
+from omni_errors.fatal import process as fatal
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import DEAD_MESSAGE
+
+_FATAL = OmniErrorDetails(DEAD_MESSAGE, "server", 500, "InternalServerError", fatal=True, stage_id=1)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state() -> Iterator[None]:
+    fatal.reset()
+    yield
+    fatal.reset()
+
+
+def test_a_fatal_record_answered_to_a_client_ends_the_process() -> None:
+    stops: list[OmniErrorDetails] = []
+    fatal.on_fatal(stops.append)
+    fatal.answered(_FATAL)
+    assert fatal.exit_code() is ExitCode.FATAL_ENGINE
+    assert [record.stage_id for record in stops] == [1]
+
+
+def test_the_process_s_own_decision_stands_when_its_record_is_answered() -> None:
+    fatal.declare(_FATAL, ExitCode.STAGE_LOST)
+    fatal.answered(_FATAL)
+    assert fatal.exit_code() is ExitCode.STAGE_LOST
+
+
+def test_where_stages_decide_an_answered_record_ends_nothing_until_reset() -> None:
+    fatal.defer_to_stages()
+    fatal.answered(_FATAL)
+    assert (fatal.declared(), fatal.exit_code()) == (None, None)
+    fatal.reset()
+    fatal.answered(_FATAL)
+    assert fatal.exit_code() is ExitCode.FATAL_ENGINE
