@@ -35,9 +35,12 @@ def test_the_process_s_own_decision_stands_when_its_record_is_answered() -> None
 
 
 def test_where_stages_decide_an_answered_record_ends_nothing_until_reset() -> None:
+    assert not fatal.stages_decide()
     fatal.defer_to_stages()
+    assert fatal.stages_decide()
     fatal.answered(_FATAL)
     assert (fatal.declared(), fatal.exit_code()) == (None, None)
     fatal.reset()
+    assert not fatal.stages_decide()
     fatal.answered(_FATAL)
     assert fatal.exit_code() is ExitCode.FATAL_ENGINE

@@ -22,7 +22,17 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import FatalState
 
-__all__ = ["answered", "declare", "declared", "defer_to_stages", "exit_code", "note", "on_fatal", "reset"]
+__all__ = [
+    "answered",
+    "declare",
+    "declared",
+    "defer_to_stages",
+    "exit_code",
+    "note",
+    "on_fatal",
+    "reset",
+    "stages_decide",
+]
 
 _log = logging.getLogger("omni_errors.fatal")
 
@@ -79,6 +89,11 @@ def defer_to_stages() -> None:
     stage it concerns decides (a multi-node head, whose lost replica may rejoin within its window)."""
     global _stages_decide
     _stages_decide = True
+
+
+def stages_decide() -> bool:
+    """Whether this process's stages decide when it ends (`defer_to_stages` was called)."""
+    return _stages_decide
 
 
 def declared() -> OmniErrorDetails | None:

@@ -142,7 +142,6 @@ class Rejoin:
 
 _state_lock = threading.Lock()
 _rejoin: Rejoin | None = None
-_active = False
 
 
 def rejoin() -> Rejoin:
@@ -159,14 +158,12 @@ def rejoin() -> Rejoin:
 def activate() -> None:
     """This process is the head of a multi-node deployment (its membership controller started): a
     fatal record answered to a client no longer ends it; a stage's lost replicas do."""
-    global _active
-    _active = True
     fatal.defer_to_stages()
 
 
 def active() -> bool:
     """Whether the lost-replica policy above decides here, rather than the single-host rule."""
-    return _active
+    return fatal.stages_decide()
 
 
 # -- patches --------------------------------------------------------------------------------------
