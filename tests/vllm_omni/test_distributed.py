@@ -14,7 +14,7 @@ import time
 
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
-from omni_errors.vllm_omni.admission import RETRY_AFTER_S
+from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, Rejoin, unavailable_answer
 from omni_errors.vllm_omni.settings import WINDOW_ENV
 

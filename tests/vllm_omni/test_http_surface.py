@@ -21,9 +21,9 @@ import schemathesis
 from http_contract import error_body_is_the_record
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.server.openapi import ERROR_SCHEMAS
 from omni_errors.server.vllm_api import API_ERROR_STATUSES, MAX_BODY_ENV
-from omni_errors.vllm_omni.admission import RETRY_AFTER_S
 from omni_server import MODEL, OmniServer, error_of, serve
 from schemathesis.baseline import Baseline, BaselineEntry, failure_identity
 from schemathesis.checks import CHECKS, is_check_class

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import upstream_tree
+from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.manifest import TARGETS, Target
 from omni_errors.vllm_omni.verify import called_in_except, find_definition, fingerprint_node
 
@@ -981,6 +982,61 @@ report["boundary"] = asyncio.run(main())
 listener.close()
 """
 
+#: After `_BOUNDARY`: an `AsyncOmni` built by its own `__init__` (no engine started), its admission
+#: taken through vLLM-Omni's `_submit_with_admission` and its `/health` route's endpoint, while open,
+#: paused, then asleep.
+_ADMISSION = r"""
+import asyncio
+from omni_errors.server.admission import AdmissionGate
+from vllm_omni.entrypoints import async_omni_base
+from vllm_omni.entrypoints.async_omni import AsyncOmni
+import vllm_omni.entrypoints.openai.api_server as api_server
+
+base_init = async_omni_base.AsyncOmniBase.__init__
+async_omni_base.AsyncOmniBase.__init__ = lambda self, *args, **kwargs: None  # no engine to start
+try:
+    omni = AsyncOmni()
+finally:
+    async_omni_base.AsyncOmniBase.__init__ = base_init
+omni.engine = SimpleNamespace(is_alive=lambda: True)  # an Orchestrator alive, without stage pools
+(health_route,) = [route.endpoint for route in api_server.router.routes if getattr(route, "path", None) == "/health"]
+health_request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(engine_client=omni)))
+
+
+async def submitted():
+    async def submit():
+        return "submitted"
+
+    awaitable = submit()
+    try:
+        return await omni._submit_with_admission(awaitable)
+    except Exception as exc:
+        awaitable.close()
+        details = getattr(exc, "details", None)
+        return [type(exc).__name__, None if details is None else details.to_dict(), getattr(exc, "retry_after", None)]
+
+
+async def health():
+    response = await health_route(health_request)
+    return [response.status_code, json.loads(response.body)]
+
+
+async def admission():
+    states = {"open": [await submitted(), await health()]}
+    omni._paused = True
+    states["paused"] = [await submitted(), await health()]
+    omni._stage_sleeping_tags, omni._sleeping_tags = {1: {"weights"}}, {"weights"}
+    states["asleep"] = [await submitted(), await health()]
+    return states
+
+
+report["admission"] = {
+    "patched": [is_patched(AsyncOmni.__init__), is_patched(health_route)],
+    "gate": type(omni._pause_cond) is AdmissionGate,
+    "states": asyncio.run(admission()),
+}
+"""
+
 _MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
 _HEAD_TARGETS = (
     "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
@@ -1006,6 +1062,7 @@ _COMPARED = (
     _LAUNCHER,
     _TOMBSTONES,
     _BOUNDARY,
+    _ADMISSION,
     _OWN_TRANSPORT,  # last: it switches the plugin off
 )
 
@@ -1438,4 +1495,35 @@ def test_the_api_boundary_is_the_cores_on_both_trees(tree: str, request: pytest.
         ],
         "declared": [200, 400, 413, 422, 500, 501, 503],
         "exit": 80,
+    }
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_admission_is_the_cores_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
+    """Patch 23: the release with the plugin's wraps and the patched tree with nothing patched there
+    build the same gate; a request to a paused, then a sleeping engine gets the same 503 with
+    `Retry-After`, and `/health` the same 200 body naming the state."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    admission = dict(report["admission"])
+    assert admission.pop("patched") == [tree == "release"] * 2
+    assert admission.pop("gate") is True
+    refused = {
+        **_FATAL,
+        "category": "server",
+        "status_code": 503,
+        "error_type": "ServiceUnavailableError",
+        "fatal": False,
+    }
+    paused = "Generation is paused: it resumes after resume_generation (POST /resume)"
+    asleep = 'Stage 1 is asleep: wake it with POST /v1/omni/wakeup {"stage_ids": [1]}'
+    assert admission.pop("states") == {
+        "open": ["submitted", [200, {"status": "healthy"}]],
+        "paused": [
+            ["OmniServerError", {**refused, "message": paused, "stage_id": 0}, RETRY_AFTER_S],
+            [200, {"status": "paused", "is_sleeping": False, "is_paused": True, "stage_id": 0, "message": paused}],
+        ],
+        "asleep": [
+            ["OmniServerError", {**refused, "message": asleep, "stage_id": 1}, RETRY_AFTER_S],
+            [200, {"status": "sleeping", "is_sleeping": True, "is_paused": True, "stage_id": 1, "message": asleep}],
+        ],
     }

@@ -8,8 +8,9 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
    that keeps its `request_id` and `stage_id`.
 2. A stage left without a live replica opens a rejoin window (`WINDOW_ENV`, default
    `DEFAULT_WINDOW_S`): a new request gets 503 `ServiceUnavailableError` at once, with
-   `Retry-After` the short hint (`admission.RETRY_AFTER_S`, never past the window's end; the message
-   says when the window ends), and the head's `/health` is 503 (vLLM-Omni's own check).
+   `Retry-After` the short hint (`omni_errors.server.admission.RETRY_AFTER_S`, never past the
+   window's end; the message says when the window ends), and the head's `/health` is 503
+   (vLLM-Omni's own check).
 3. A replica that registers within the window restores service, without a restart.
 4. When the window passes, the pipeline ends like any fatal failure (`orchestrator.fail_pipeline`):
    the exit code follows the one fatal policy (`omni_errors.fatal.policy.PRECEDENCE`) over the failures
@@ -34,7 +35,7 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
-from omni_errors.vllm_omni.admission import RETRY_AFTER_S
+from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
 
 __all__ = [
@@ -86,8 +87,9 @@ class Outage:
         return max(1, math.ceil(self.deadline - time.monotonic()))
 
     def retry_after(self) -> int:
-        """When a retry may succeed: the short hint (`admission.RETRY_AFTER_S`), never past the window's
-        end; a client that honours the window itself would retry only as the head gives up."""
+        """When a retry may succeed: the short hint (`omni_errors.server.admission.RETRY_AFTER_S`),
+        never past the window's end; a client that honours the window itself would retry only as the
+        head gives up."""
         return min(RETRY_AFTER_S, self.seconds_left())
 
 

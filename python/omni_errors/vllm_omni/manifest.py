@@ -431,7 +431,7 @@ TARGETS: tuple[Target, ...] = (
            does="after a fatal failure, a new request gets the fatal record at once",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "__init__", "admission:make_init", Kind.WRAP,
-           {_R030: "f21a1147bc4f6565"},
+           {_R030: "f21a1147bc4f6565"}, upstreamed={_R030: "5a6128d4059a1cf7"},
            relies_on=(*_ADMISSION_FIELDS, "AsyncOmni._submit_with_admission"),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
@@ -453,7 +453,7 @@ TARGETS: tuple[Target, ...] = (
            does="the same for a wake-up; after a level-2 sleep, 501 naming the stage",
            upstream="wake-up is all or nothing and fails on a failed ack"),
     Target(f"{_E}.openai.api_server", None, "health", "admission:make_health", Kind.WRAP,
-           {_R030: "88b0835c90d52907"},
+           {_R030: "88b0835c90d52907"}, upstreamed={_R030: "d0f80ca43348a8e2"},
            relies_on=("router", *(f"{_E}.async_omni:{name}" for name in _ADMISSION_FIELDS)),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="the route's endpoint: the same status (503 only for a dead engine, as vLLM's), and a paused or "

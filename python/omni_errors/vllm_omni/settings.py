@@ -1,7 +1,8 @@
 """The plugin's settings by name: the ones an operator sets (environment variables, read
 once per process, `omni_errors.env.number_from_env`), and the logger it writes to. The API
-server's own (`OMNI_ERRORS_MAX_BODY_BYTES`, `OMNI_ERRORS_ANSWER_DEADLINE_S`) are the core's
-(`omni_errors.server.vllm_api`, `omni_errors.server.fatal_stop`).
+server's own (`OMNI_ERRORS_MAX_BODY_BYTES`, `OMNI_ERRORS_ANSWER_DEADLINE_S`,
+`OMNI_ERRORS_ADMISSION_WAIT_S`, `OMNI_ERRORS_RETRY_AFTER_S`) are the core's
+(`omni_errors.server.vllm_api`, `omni_errors.server.fatal_stop`, `omni_errors.server.admission`).
 
 Here so that a process that sets none of them imports nothing to find out (`register()` runs in
 every process vLLM loads plugins in).
@@ -10,10 +11,8 @@ every process vLLM loads plugins in).
 from __future__ import annotations
 
 __all__ = [
-    "ADMISSION_WAIT_ENV",
     "KEYS_ENV",
     "LOG_NAME",
-    "RETRY_AFTER_ENV",
     "WINDOW_ENV",
 ]
 
@@ -26,8 +25,3 @@ LOG_NAME = "vllm.omni_errors"
 KEYS_ENV = "OMNI_ERRORS_VLLM_OMNI_KEYS"
 #: Seconds a stage without replicas waits for one to register before the head ends (`distributed`).
 WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
-#: Seconds a generation request waits for a paused or sleeping engine to admit it before its 503
-#: (`admission`).
-ADMISSION_WAIT_ENV = "OMNI_ERRORS_ADMISSION_WAIT_S"
-#: The `Retry-After` (whole seconds) of that 503 (`admission`).
-RETRY_AFTER_ENV = "OMNI_ERRORS_RETRY_AFTER_S"

@@ -1,0 +1,146 @@
+"""The admission gate over an engine with `AsyncOmni`'s admission fields: a request's wait for a
+paused or sleeping engine ends with a 503 naming the state; every other wait is the condition's own.
+The real `AsyncOmni` behind a real server: tests/vllm_omni/test_http_surface.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from omni_errors.semantics.exceptions import OmniServerError
+from omni_errors.server.admission import RETRY_AFTER_S, AdmissionGate, closed, first_stage, health_state
+
+
+class Engine:
+    """The admission and sleep fields `AsyncOmni.__init__` sets, and its two kinds of wait."""
+
+    def __init__(self) -> None:
+        self._pause_cond = AdmissionGate(self)
+        self._paused = False
+        self._admitting = 0
+        self._hold_admission_until_resume = False
+        self._paused_stage_ids: set[int] = set()
+        self._sleeping_tags: set[str] = set()
+        self._stage_sleeping_tags: dict[int, set[str]] = {}
+        self._level2_sleeping = False
+
+    async def admit(self) -> bool:  # `generate`'s wait, as vLLM-Omni writes it
+        async with self._pause_cond:
+            result: bool = await self._pause_cond.wait_for(lambda: not self._paused)
+            return result
+
+    async def drain(self) -> bool:  # `sleep`'s wait for the requests already admitted
+        async with self._pause_cond:
+            result: bool = await self._pause_cond.wait_for(lambda: self._admitting == 0)
+            return result
+
+
+def _refused(engine: Engine) -> OmniServerError:
+    with pytest.raises(OmniServerError) as caught:
+        asyncio.run(engine.admit())
+    return caught.value
+
+
+def test_an_open_gate_admits_at_once() -> None:
+    assert asyncio.run(Engine().admit()) is True
+
+
+def test_a_request_to_a_paused_engine_gets_a_503_naming_the_state_and_when_to_retry() -> None:
+    engine = Engine()
+    engine._paused = True
+    refused = _refused(engine)
+    details = refused.details
+    assert (details.status_code, details.error_type, details.stage_id) == (503, "ServiceUnavailableError", 0)
+    assert details.message == "Generation is paused: it resumes after resume_generation (POST /resume)"
+    assert refused.retry_after == RETRY_AFTER_S
+
+
+def test_a_request_is_admitted_when_the_pause_ends_within_its_wait() -> None:
+    engine = Engine()
+    engine._paused = True
+
+    async def resume_while_waiting() -> bool:
+        waiting = asyncio.create_task(engine.admit())
+        await asyncio.sleep(0)  # the request is waiting on the gate
+        async with engine._pause_cond:
+            engine._paused = False
+            engine._pause_cond.notify_all()
+        return await waiting
+
+    assert asyncio.run(resume_while_waiting()) is True
+
+
+def test_an_open_gate_with_a_stage_still_asleep_refuses_naming_the_stage() -> None:
+    engine = Engine()
+    engine._stage_sleeping_tags = {1: {"weights"}}
+    engine._sleeping_tags = {"weights"}
+    details = _refused(engine).details
+    assert details.stage_id == 1
+    assert details.message == 'Stage 1 is asleep: wake it with POST /v1/omni/wakeup {"stage_ids": [1]}'
+
+
+def test_a_wait_that_is_not_admission_is_the_conditions_own() -> None:
+    engine = Engine()
+    engine._paused = True  # a sleep closed admission, and waits for the admitted requests
+    engine._admitting = 1
+
+    async def release_while_draining() -> bool:
+        draining = asyncio.create_task(engine.drain())
+        await asyncio.sleep(0)
+        async with engine._pause_cond:
+            engine._admitting = 0
+            engine._pause_cond.notify_all()
+        return await draining
+
+    assert asyncio.run(release_while_draining()) is True
+
+
+def _state_of(**fields: Any) -> tuple[str, int, str] | None:
+    engine = Engine()
+    transition = fields.pop("transition", None)
+    engine._pause_cond.transition = transition
+    engine.__dict__.update(fields)
+    state = closed(engine)
+    return None if state is None else (state.state, state.stage_id, state.message)
+
+
+def test_closed_names_each_state_its_stage_and_the_way_out() -> None:
+    assert _state_of() is None
+    assert _state_of(transition=("sleep", (2, 1))) == (
+        "going to sleep",
+        1,
+        "Stage 1 is going to sleep; wake it with POST /v1/omni/wakeup",
+    )
+    assert _state_of(transition=("wake-up", (0,)), _hold_admission_until_resume=True) == (
+        "waking up",
+        0,
+        "Stage 0 is waking up; retry once the wake-up completes, then resume generation "
+        "(resume_generation, POST /resume)",
+    )
+    level2 = _state_of(_level2_sleeping=True, _stage_sleeping_tags={0: {"weights"}})
+    assert level2 is not None and level2[:2] == ("sleeping (level 2)", 0) and "restart the server" in level2[2]
+    assert _state_of(_paused=True, _paused_stage_ids={3}) == (
+        "paused",
+        3,
+        "Generation is paused: it resumes after resume_generation (POST /resume)",
+    )
+
+
+def test_health_adds_the_state_only_while_admission_is_closed() -> None:
+    engine = Engine()
+    assert health_state(engine) == {}
+    engine._paused = True
+    engine._sleeping_tags = {"weights"}
+    assert health_state(engine) == {
+        "status": "sleeping",
+        "is_sleeping": True,
+        "is_paused": True,
+        "stage_id": 0,
+        "message": 'Stage 0 is asleep: wake it with POST /v1/omni/wakeup {"stage_ids": [0]}',
+    }
+
+
+def test_the_first_stage_is_the_lowest_id_and_ignores_what_is_not_one() -> None:
+    assert first_stage([3, "x", 1, None]) == 1
+    assert first_stage([], default=4) == 4
