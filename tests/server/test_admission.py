@@ -5,11 +5,20 @@ The real `AsyncOmni` behind a real server: tests/vllm_omni/test_http_surface.py.
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from omni_errors import classify
 from omni_errors.semantics.exceptions import OmniServerError
-from omni_errors.server.admission import RETRY_AFTER_S, AdmissionGate, closed, first_stage, health_state
+from omni_errors.server.admission import (
+    RETRY_AFTER_S,
+    AdmissionGate,
+    all_or_nothing,
+    closed,
+    first_stage,
+    health_state,
+)
 
 
 class Engine:
@@ -144,3 +153,96 @@ def test_health_adds_the_state_only_while_admission_is_closed() -> None:
 def test_the_first_stage_is_the_lowest_id_and_ignores_what_is_not_one() -> None:
     assert first_stage([3, "x", 1, None]) == 1
     assert first_stage([], default=4) == 4
+
+
+def _ack(stage_id: int, status: str = "SUCCESS", error_msg: str | None = None) -> SimpleNamespace:
+    """What `OmniACK` carries that a transition's check reads."""
+    return SimpleNamespace(stage_id=stage_id, status=status, error_msg=error_msg)
+
+
+async def _sleep(engine: Engine, acks: list[Any], seen: list[str | None]) -> list[Any]:
+    """A sleep of stage 0 as vLLM-Omni's does it: admission closed, the stage marked asleep."""
+    state = closed(engine)
+    seen.append(None if state is None else state.state)
+    async with engine._pause_cond:
+        engine._paused = True
+    engine._stage_sleeping_tags = {0: {"weights", "kv_cache"}}
+    engine._sleeping_tags = {"weights", "kv_cache"}
+    engine._level2_sleeping = True
+    return acks
+
+
+def _fields(engine: Engine) -> tuple[Any, ...]:
+    return (engine._paused, engine._stage_sleeping_tags, engine._sleeping_tags, engine._level2_sleeping)
+
+
+def test_a_sleep_confirmed_by_every_stage_keeps_its_fields_and_marks_the_gate_while_it_runs() -> None:
+    engine, seen = Engine(), []
+    acks = [_ack(0)]
+    assert asyncio.run(all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, seen))) is acks
+    assert seen == ["going to sleep"]
+    assert engine._pause_cond.transition is None
+    assert _fields(engine) == (True, {0: {"weights", "kv_cache"}}, {"weights", "kv_cache"}, True)
+
+
+@pytest.mark.parametrize(
+    ("acks", "status", "message"),
+    [
+        ([_ack(0, "ERROR", "offload failed")], 500, "Stage 0 reported a failure during sleep; nothing was changed"),
+        ([], 500, "Stage 0 did not acknowledge it during sleep; nothing was changed"),
+        ([{"supported": False}], 501, "Stage 0 does not support sleep; nothing was changed"),
+    ],
+    ids=["failed-ack", "no-ack", "unsupported"],
+)
+def test_a_sleep_not_confirmed_puts_every_field_back_and_raises_naming_the_stage(
+    acks: list[Any], status: int, message: str
+) -> None:
+    engine = Engine()
+    before = _fields(engine)
+    with pytest.raises(Exception) as caught:
+        asyncio.run(all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, [])))
+    details = classify(caught.value)
+    assert (details.status_code, details.message, details.stage_id) == (status, message, 0)
+    assert _fields(engine) == before
+    assert closed(engine) is None
+
+
+def test_a_sleep_that_raises_puts_every_field_back_and_raises_the_same() -> None:
+    engine = Engine()
+
+    async def failing() -> list[Any]:
+        engine._paused = True
+        raise ConnectionError("stage gone")
+
+    with pytest.raises(ConnectionError):
+        asyncio.run(all_or_nothing(engine, "sleep", [0], failing()))
+    assert (engine._paused, engine._pause_cond.transition) == (False, None)
+
+
+def test_a_sleep_of_no_stage_changes_nothing() -> None:
+    engine = Engine()
+    assert asyncio.run(all_or_nothing(engine, "sleep", [], _sleep(engine, [], []))) == []
+    assert _fields(engine) == (False, {}, set(), False)
+
+
+def test_a_wake_up_of_a_level_2_sleep_is_a_501_naming_the_stage() -> None:
+    engine = Engine()
+    engine._stage_sleeping_tags, engine._sleeping_tags, engine._level2_sleeping = {2: {"weights"}}, {"weights"}, True
+
+    async def cannot() -> list[Any]:
+        raise NotImplementedError("wake_up() after sleep(level=2) is not yet implemented")
+
+    with pytest.raises(Exception) as caught:
+        asyncio.run(all_or_nothing(engine, "wake-up", [2], cannot()))
+    details = classify(caught.value)
+    assert (details.status_code, details.error_type, details.stage_id) == (501, "NotImplementedError", 2)
+    assert "restart the server" in details.message
+
+
+def test_a_wake_up_of_stages_already_awake_answers_no_acks() -> None:
+    engine = Engine()
+
+    async def skipped() -> list[Any]:
+        return []
+
+    assert asyncio.run(all_or_nothing(engine, "wake-up", [0], skipped())) == []

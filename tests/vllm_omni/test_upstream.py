@@ -984,9 +984,11 @@ listener.close()
 
 #: After `_BOUNDARY`: an `AsyncOmni` built by its own `__init__` (no engine started), its admission
 #: taken through vLLM-Omni's `_submit_with_admission` and its `/health` route's endpoint, while open,
-#: paused, then asleep.
+#: paused, then asleep; then its `sleep` of no stage and of an unknown one, and a wake-up after a
+#: level-2 sleep.
 _ADMISSION = r"""
 import asyncio
+from omni_errors import classify
 from omni_errors.server.admission import AdmissionGate
 from vllm_omni.entrypoints import async_omni_base
 from vllm_omni.entrypoints.async_omni import AsyncOmni
@@ -1030,10 +1032,34 @@ async def admission():
     return states
 
 
+async def transitions():
+    omni.__dict__.update(_paused=False, _stage_sleeping_tags={}, _sleeping_tags=set(), _level2_sleeping=False)
+    omni.final_output_task = object()  # the output handler "running": no Orchestrator queue to read
+    omni.engine.stage_configs = [SimpleNamespace(stage_type="diffusion")] * 2
+    outcomes = {"no_stage": await omni.sleep([])}
+    try:
+        await omni.sleep([5])
+    except ValueError as exc:
+        outcomes["unknown_stage"] = str(exc)
+    outcomes["admission_after"] = [omni._paused, omni._level2_sleeping, await submitted()]
+    omni._stage_sleeping_tags, omni._sleeping_tags, omni._level2_sleeping = {1: {"weights"}}, {"weights"}, True
+    try:
+        await omni.wake_up([1])
+    except Exception as exc:
+        outcomes["level_2_wake_up"] = classify(exc).to_dict()
+    return outcomes
+
+
 report["admission"] = {
-    "patched": [is_patched(AsyncOmni.__init__), is_patched(health_route)],
+    "patched": [
+        is_patched(AsyncOmni.__init__),
+        is_patched(health_route),
+        is_patched(AsyncOmni.sleep),
+        is_patched(AsyncOmni.wake_up),
+    ],
     "gate": type(omni._pause_cond) is AdmissionGate,
     "states": asyncio.run(admission()),
+    "transitions": asyncio.run(transitions()),
 }
 """
 
@@ -1500,12 +1526,14 @@ def test_the_api_boundary_is_the_cores_on_both_trees(tree: str, request: pytest.
 
 @pytest.mark.parametrize("tree", ["release", "series"])
 def test_admission_is_the_cores_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
-    """Patch 23: the release with the plugin's wraps and the patched tree with nothing patched there
-    build the same gate; a request to a paused, then a sleeping engine gets the same 503 with
-    `Retry-After`, and `/health` the same 200 body naming the state."""
+    """Patches 23 and 24: the release with the plugin's wraps and the patched tree with nothing
+    patched there build the same gate; a request to a paused, then a sleeping engine gets the same
+    503 with `Retry-After`, and `/health` the same 200 body naming the state; a sleep of no stage
+    and of an unknown one leave admission open (vLLM-Omni's own left it closed for ever), and a
+    wake-up after a level-2 sleep is the same 501 naming the stage."""
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     admission = dict(report["admission"])
-    assert admission.pop("patched") == [tree == "release"] * 2
+    assert admission.pop("patched") == [tree == "release"] * 4
     assert admission.pop("gate") is True
     refused = {
         **_FATAL,
@@ -1526,4 +1554,17 @@ def test_admission_is_the_cores_on_both_trees(tree: str, request: pytest.Fixture
             ["OmniServerError", {**refused, "message": asleep, "stage_id": 1}, RETRY_AFTER_S],
             [200, {"status": "sleeping", "is_sleeping": True, "is_paused": True, "stage_id": 1, "message": asleep}],
         ],
+    }
+    assert admission.pop("transitions") == {
+        "no_stage": [],
+        "unknown_stage": "Invalid stage_ids [5]; valid range is 0..1",
+        "admission_after": [False, False, "submitted"],
+        "level_2_wake_up": {
+            **refused,
+            "status_code": 501,
+            "error_type": "NotImplementedError",
+            "stage_id": 1,
+            "message": "Stage 1 slept at level 2 (its weights were discarded) and vLLM-Omni cannot wake it: "
+            "restart the server",
+        },
     }

@@ -439,7 +439,7 @@ TARGETS: tuple[Target, ...] = (
                 "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 2 s)",
            upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.async_omni", "AsyncOmni", "sleep", "admission:make_sleep", Kind.WRAP,
-           {_R030: "cae33c385e02bbb2"},
+           {_R030: "cae33c385e02bbb2"}, upstreamed={_R030: "30fc417697a59765"},
            relies_on=_ADMISSION_FIELDS,
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="a sleep that raised, whose acks report a failure or that a stage did not acknowledge puts every "
@@ -447,7 +447,7 @@ TARGETS: tuple[Target, ...] = (
                 "a sleep of no stage changes nothing",
            upstream="sleep is all or nothing and fails on a failed ack"),
     Target(f"{_E}.async_omni", "AsyncOmni", "wake_up", "admission:make_wake_up", Kind.WRAP,
-           {_R030: "6c6c8f0f59e8074b"},
+           {_R030: "6c6c8f0f59e8074b"}, upstreamed={_R030: "58e6fdf72f90bd38"},
            relies_on=_ADMISSION_FIELDS,
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="the same for a wake-up; after a level-2 sleep, 501 naming the stage",
