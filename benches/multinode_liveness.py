@@ -1,10 +1,10 @@
-"""What watching a multi-node stage link costs, and how fast it sees a peer go (the plugin's `liveness`).
+"""What watching a multi-node stage link costs, and how fast it sees a peer go (`omni_errors.link_watch`).
 
 Two processes hold a stage link the way a head and a remote `StageDiffusionProc` do: the "head"
 binds a PUSH and a PULL, the "stage" connects to them (TCP on loopback). Side by side in one run:
 
 - idle cost: CPU of each process over `--idle` seconds, with the plugin's ZMTP heartbeats and
-  socket monitor (`liveness.LinkWatch`) and without them (vLLM-Omni 0.30's sockets), as % of a core;
+  socket monitor (`link_watch.LinkWatch`) and without them (vLLM-Omni 0.30's sockets), as % of a core;
 - detection: the stage is SIGKILLed (its connections reset) or SIGSTOPped (silent, as a cut host
   is) and the head's watch reports the loss; without the watch nothing ever does (checked for
   `--give-up` seconds).
@@ -18,6 +18,7 @@ and `omni-errors chaos` (docs/vllm-omni.md, "Multi-node").
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing as mp
 import os
 import signal
@@ -27,7 +28,8 @@ import time
 from typing import Any
 
 import zmq
-from omni_errors.vllm_omni import liveness
+from omni_errors import link_watch
+from omni_errors.link_watch import LinkWatch
 
 _PUSH, _PULL = "tcp://127.0.0.1:{}", "tcp://127.0.0.1:{}"
 
@@ -48,15 +50,16 @@ def _ports() -> tuple[int, int]:
 
 def _open(ctx: zmq.Context[Any], kinds: tuple[int, int], endpoints: tuple[str, str], *, bind: bool, watch: bool,
           on_lost: Any) -> list[zmq.Socket[Any]]:  # fmt: skip
-    watcher = liveness.LinkWatch("bench", endpoints, on_lost) if watch else None
+    watcher = LinkWatch("bench", endpoints) if watch else None
+    if watcher is not None:
+        watcher.when_lost(on_lost)
     sockets = []
     for kind, endpoint in zip(kinds, endpoints, strict=True):
         sock = ctx.socket(kind)
-        if watcher is not None:
-            watcher.before(sock, endpoint)
-        (sock.bind if bind else sock.connect)(endpoint)
-        if watcher is not None:
-            watcher.attach(sock, endpoint)
+        if watcher is None:
+            (sock.bind if bind else sock.connect)(endpoint)
+        else:
+            (watcher.bind if bind else watcher.connect)(sock, endpoint)
         sockets.append(sock)
     return sockets
 
@@ -125,6 +128,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5, help="detections measured per fault")
     p.add_argument("--give-up", type=float, default=10.0, help="seconds a detection is waited for")
     args = p.parse_args()
+    logging.getLogger(link_watch.__name__).setLevel(logging.CRITICAL)  # each loss is a figure here, not a log line
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for watch in (False, True):
         name = "plugin (heartbeats + monitor)" if watch else "vLLM-Omni 0.30 (no watch)   "

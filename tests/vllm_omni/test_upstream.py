@@ -82,6 +82,18 @@ def test_a_retired_target_shows_its_upstream_fingerprint_after_the_series_only(
     assert _fingerprint(prefixes[-1], module, qualname) == target.upstreamed[RELEASE]
 
 
+@pytest.mark.parametrize("target", RETIRED, ids=lambda t: t.key)
+def test_a_target_once_retired_stays_retired_on_every_later_prefix(target: Target, prefixes: list[Path]) -> None:
+    """A later patch may change the place an earlier one's change is read at (patch 25 changes the
+    `run_loop` where patch 19 put the death notice): the manifest must know each fingerprint it takes,
+    or the plugin would patch the target again on the trees between."""
+    states = [_fingerprint(tree, *target.upstream_source) in target.upstreamed.values() for tree in prefixes]
+    first = states.index(True)
+    assert all(states[first:]), (
+        f"retired by patch {first + 1}, not on prefixes {[i + 1 for i, s in enumerate(states) if i > first and not s]}"
+    )
+
+
 #: The targets whose original the series could change (vLLM's own and pyzmq's are not in the tree).
 IN_TREE = [t for t in TARGETS if not t.upstreamed and t.source[0].startswith("vllm_omni.")]
 
@@ -501,6 +513,24 @@ client._request_socket.close(linger=0)
 client._response_socket.close(linger=0)
 client._zmq_ctx.term()
 sockets.cleanup()
+
+# A remote replica's client (no process manager, TCP links): its links stand in for its process.
+from omni_errors.chaos.watch import free_port
+
+remote = Client.__new__(Client)
+remote.__dict__.update(stage_id=3, replica_id=1, _proc_manager=None)
+remote._connect_transport(f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
+manager = remote._proc_manager
+report["sends"]["remote"] = {
+    "manager": f"{type(manager).__module__}.{type(manager).__qualname__}",
+    "alive": manager.proc.is_alive(),
+    "heartbeat_ms": [s.getsockopt(zmq.HEARTBEAT_IVL) for s in (remote._request_socket, remote._response_socket)],
+    "watched": sorted(manager.watch.sockets) == sorted([remote.request_address, remote.response_address]),
+}
+manager.shutdown()
+remote._request_socket.close(linger=0)
+remote._response_socket.close(linger=0)
+remote._zmq_ctx.term()
 """
 _SEND_TARGETS = ("add_request_async", "collective_rpc_async", "abort_requests_async")
 
@@ -1208,12 +1238,19 @@ def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytes
     """Seed 001's hang in a send, on a real client whose request socket has no peer (nothing ever takes
     a message): the release with the plugin's wraps and the patched tree with nothing patched there set
     the same deadline, raise the same `EngineDeadError` once it passes, mark the stage dead, and drop
-    an abort with a warning. The plugin's `_connect_transport` wrap (remote links) holds on both; with
-    the plugin switched off, vLLM-Omni's own sets the deadline on the series only (the release's sends
-    block: seed 001)."""
+    an abort with a warning; a remote replica's client (no process manager, TCP links) gets the core's
+    `RemoteReplica`, alive, its two links watched with heartbeats (the plugin's `_connect_transport` wrap
+    on the release, vLLM-Omni's own on the series: patch 25). With the plugin switched off, vLLM-Omni's
+    own sets the deadline on the series only (the release's sends block: seed 001)."""
     report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     sends = dict(report["sends"])
-    assert sends.pop("patched") == sorted(["_connect_transport", *(_SEND_TARGETS if tree == "release" else ())])
+    assert sends.pop("patched") == (sorted(["_connect_transport", *_SEND_TARGETS]) if tree == "release" else [])
+    assert sends.pop("remote") == {
+        "manager": "omni_errors.link_watch.RemoteReplica",
+        "alive": True,
+        "heartbeat_ms": [400, 400],
+        "watched": True,
+    }
     waited = {name: sends[name].pop("s") for name in ("request", "control", "abort")}
     assert all(0.9 < s < 10 for s in waited.values()), waited  # the 1 s deadline: neither at once nor a hang
     warnings = sends.pop("warnings")

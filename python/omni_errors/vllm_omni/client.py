@@ -9,7 +9,8 @@
   record frame without a request is the proc's death notice; the client keeps it, and so it does
   the last fatal record a request's frame carried (`last_words`).
 - A remote replica's client (multi-node mode) has no process manager: its links stand in for
-  the process (`liveness.RemoteReplica`), so a SIGKILLed or cut-off remote proc is seen at once.
+  the process (`omni_errors.link_watch.RemoteReplica`), so a SIGKILLed or cut-off remote proc is
+  seen at once.
 - `OmniRequestOutput.from_error`, called inside the `except` that caught a failure (the inline
   diffusion client), attaches the record of the exception being handled. The inline client has no
   proc to send a death notice: its executor's report of a lost worker is one (`last_words`), so a
@@ -29,8 +30,9 @@ import zmq
 from omni_errors.carry import FRAME_KEY, Carried, attach, carried, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.link_watch import LinkWatch, RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
-from omni_errors.vllm_omni.liveness import LinkWatch, RemoteReplica, expect
+from omni_errors.vllm_omni.liveness import expect
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -82,8 +84,7 @@ def make_connect_transport(module: ModuleType, original: Any) -> Any:
     a remote replica's links are watched, and stand in for its process."""
 
     def _connect_transport(self: Any, request_address: str, response_address: str) -> None:
-        name = f"stage-{self.stage_id}-replica-{self.replica_id}"
-        watch = LinkWatch(name, (request_address, response_address), lambda reason: _link_lost(self, reason))
+        watch = LinkWatch(f"stage-{self.stage_id}-replica-{self.replica_id}", (request_address, response_address))
         expect(watch)
         original(self, request_address, response_address)
         self._request_socket.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
@@ -92,13 +93,6 @@ def make_connect_transport(module: ModuleType, original: Any) -> Any:
             self._proc_manager = RemoteReplica(watch)
 
     return _connect_transport
-
-
-def _link_lost(client: Any, reason: str) -> None:
-    _log.error("omni-errors: the link to stage-%s replica-%s is lost: %s", client.stage_id, client.replica_id, reason)
-    manager = client._proc_manager
-    if isinstance(manager, RemoteReplica):
-        manager.proc.end()  # vLLM-Omni's own sentinel thread marks the client dead
 
 
 def last_words(client: Any) -> Carried | None:

@@ -11,8 +11,9 @@
 - StageDiffusionProc: error frames get the record as extra top-level keys (old receivers ignore
   them), and a proc that saw a fatal failure exits with the documented code (81 OOM, 80 fatal);
   its death notice (`DIFFUSION_PROC_DEAD`) follows a frame with the record it dies of;
-- a remote StageDiffusionProc (multi-node mode) watches its links to the head (`liveness`): when the
-  head is gone or cut off, the proc ends itself (exit 86), and so does its launcher.
+- a remote StageDiffusionProc (multi-node mode) watches its links to the head
+  (`link_watch.head_links`): when the head is gone or cut off, the proc ends itself (exit 86), and
+  so does its launcher.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import zmq
 
 from omni_errors.carry import FRAME_KEY, Carried, attach, carried, failure_frame_fields, record_failure
 from omni_errors.fatal import process as fatal
-from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.link_watch import LinkWatch, head_links
 from omni_errors.semantics.ids import with_ids
-from omni_errors.vllm_omni.liveness import LinkWatch, expect
+from omni_errors.vllm_omni.liveness import expect
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -152,16 +153,7 @@ def make_run_loop(module: ModuleType, original: Any) -> Any:
     whose head is gone or cut off stops its loop and exits 86 (`make_proc_close`)."""
 
     async def run_loop(self: Any, request_address: str, response_address: str) -> None:
-        loop = asyncio.get_running_loop()
-        main = asyncio.current_task()
-
-        def lost(reason: str) -> None:
-            _log.critical("omni-errors: this stage lost its link to the head (%s); ending it", reason)
-            fatal.note(ExitCode.LINK_LOST)
-            if main is not None:
-                loop.call_soon_threadsafe(main.cancel)
-
-        watch = LinkWatch("proc", (request_address, response_address), lost)
+        watch = head_links((request_address, response_address))
         expect(watch)
         _links[self] = watch
         try:

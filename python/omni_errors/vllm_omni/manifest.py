@@ -160,6 +160,8 @@ _C = "vllm_omni.distributed.omni_connectors"
 _R030 = "0.30.0"
 # A target the series changes but does not retire: the patch still holds on the new body.
 _S030 = "0.30.0+series"
+# An upstream change whose place a later patch changes again: its fingerprint on the prefixes before that patch.
+_R030_BEFORE_25 = "0.30.0 (patches 19-24)"
 _TRANSPORT = "_OmniConnectorPayloadTransportMixin"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
@@ -209,7 +211,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="`_emit_outputs` fails the engine on a delivered fatal record (`rebuild`), its exit code "
                     "noted (`omni_errors.fatal.process.note`)"),
     Target(f"{_D}.stage_diffusion_proc", None, "OmniMsgpackEncoder", "diffusion:make_frame_encoder", Kind.WRAP,
-           {_R030: "87d8b337be6c9344"}, upstreamed={_R030: "26fc1440648624f6"},
+           {_R030: "87d8b337be6c9344"}, upstreamed={_R030: "99d7cf7de57dfa28", _R030_BEFORE_25: "26fc1440648624f6"},
            upstreamed_at=f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop",
            defined_in="vllm_omni.distributed.omni_connectors.utils.serialization:OmniMsgpackEncoder",
            in_except=(InExcept(f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop", "encode", True),),
@@ -225,14 +227,14 @@ TARGETS: tuple[Target, ...] = (
                 "head lost) instead of 1",
            upstream="`close` ends the proc with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "run_loop", "diffusion:make_run_loop", Kind.WRAP,
-           {_R030: "dc6a8baff385f585", _S030: "26fc1440648624f6"},
+           {_R030: "dc6a8baff385f585", _S030: "26fc1440648624f6"}, upstreamed={_R030: "99d7cf7de57dfa28"},
            process=Process.STAGE, hop=Hop.LIVENESS,
            does="its two sockets are the proc's links to the head: a remote proc gives them ZMTP heartbeats and a "
                 "monitor, and when the head is gone or cut off it stops its loop and exits 86",
            upstream="the remote proc watches its links to the head"),
     Target(f"{_D}.stage_diffusion_proc", "StageDiffusionProc", "_signal_fatal_engine_failure",
            "diffusion:make_signal_fatal", Kind.WRAP, {_R030: "4f90d79335b677eb"},
-           upstreamed={_R030: "26fc1440648624f6"},
+           upstreamed={_R030: "99d7cf7de57dfa28", _R030_BEFORE_25: "26fc1440648624f6"},
            upstreamed_at=f"{_D}.stage_diffusion_proc:StageDiffusionProc.run_loop",
            relies_on=("StageDiffusionProc._fatal_event",),
            process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
@@ -251,12 +253,13 @@ TARGETS: tuple[Target, ...] = (
                     "`attach`); the inline client passes the exception it caught"),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "_connect_transport",
            "client:make_connect_transport", Kind.WRAP, {_R030: "52fe975a91adf049", _S030: "6c8ab5a3fe04a841"},
+           upstreamed={_R030: "26f8c62e2e0c8116"},
            relies_on=("StageDiffusionClient._request_socket", "StageDiffusionClient._proc_manager",
                       "StageDiffusionClient.stage_id", "StageDiffusionClient.replica_id"),
            process=Process.API_SERVER, hop=Hop.LIVENESS,
            does="the request socket gets a send deadline (`SNDTIMEO` 1 s) and `LINGER` 0; a remote replica's two "
                 "links get ZMTP heartbeats and a socket monitor, and stand in for the process manager it lacks "
-                "(`liveness.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
+                "(`link_watch.RemoteReplica`): `check_health`, `get_diffusion_output_nowait`, `collective_rpc_async` "
                 "and the sentinel thread see the link's state",
            upstream="the client sets send timeouts; " + _LIVENESS_UPSTREAM),
     Target(f"{_D}.stage_diffusion_client", "StageDiffusionClient", "add_request_async", "client:make_add_request",

@@ -27,11 +27,11 @@ from omni_errors.carry import Carried
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import canonical_fatal
+from omni_errors.link_watch import RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.vllm_omni import distributed
 from omni_errors.vllm_omni.client import last_words
-from omni_errors.vllm_omni.liveness import RemoteReplica
 from omni_errors.vllm_omni.records import error_message_class, output_record, record_message_class
 from omni_errors.vllm_omni.settings import LOG_NAME
 

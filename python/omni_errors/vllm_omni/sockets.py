@@ -17,8 +17,8 @@ so one setting secures them all, wherever vLLM-Omni creates them:
 - Without it the sockets stay plaintext, for peers without the plugin: the first TCP bind on an
   address other hosts can reach logs a warning that says so.
 
-Stage links are also watched here (`liveness`): an endpoint the plugin expects gets ZMTP heartbeats
-before it binds or connects, and a socket monitor after.
+On a release whose own code does not watch its stage links, they are set up here too (`liveness`):
+an endpoint the plugin expects gets ZMTP heartbeats and a socket monitor before it binds or connects.
 """
 
 from __future__ import annotations
