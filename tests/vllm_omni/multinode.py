@@ -29,7 +29,8 @@ import pytest
 from netns import NetPair, call_in, remove_stale
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
 from omni_errors.chaos.watch import alive
-from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
+from omni_errors.server.rejoin import REJOIN_WINDOW_ENV
+from omni_errors.vllm_omni.settings import KEYS_ENV
 from omni_server import IMAGES, TEST_ENV, image_body
 
 __all__ = ["HTTP_PORT", "MODEL", "STARTUP_TIMEOUT", "Deployment", "Node", "deployment"]
@@ -150,7 +151,7 @@ class Deployment:
         if keys is not None:
             env[KEYS_ENV] = str(keys)
         if self.window is not None:
-            env[WINDOW_ENV] = str(self.window)
+            env[REJOIN_WINDOW_ENV] = str(self.window)
         return env
 
     def _binary(self) -> str:

@@ -443,6 +443,125 @@ report["head"] = {
 }
 """
 
+#: A head's membership controller (its watcher idle): it starts, then a replica of a stage whose rejoin
+#: window is open registers; a 503 error message is raised before the start (one host) and after it
+#: (a multi-node head, its stage's window open). Placed before `_BOUNDARY`, which starts from a clean
+#: fatal state.
+_MEMBERSHIP = r"""
+import asyncio
+from omni_errors.fatal import process as fatal_state
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.server.rejoin import rejoin
+from vllm_omni.engine.membership_controller import MembershipController
+from vllm_omni.engine.orchestrator import ErrorMessage
+from vllm_omni.entrypoints.omni_base import OmniBase
+
+unavailable = ErrorMessage(error="Stage 5 has no live replica; retry later", status_code=503,
+                           error_type="ServiceUnavailableError", request_id="r5", stage_id=5)
+
+
+def raised(message):
+    try:
+        OmniBase._raise_nonfatal_error_message(None, message)
+    except Exception as exc:
+        return [type(exc).__name__, exc.details.status_code, exc.details.stage_id, getattr(exc, "retry_after", None)]
+    return None
+
+
+async def membership():
+    controller = MembershipController.__new__(MembershipController)
+
+    async def idle():
+        return None
+
+    controller._watch_replica_list = idle
+    decided_before = fatal_state.stages_decide()
+    one_host = raised(unavailable)
+    await controller.start()
+    rejoin().open(5, fatal_record(stage_id=5), ExitCode.LINK_LOST)
+    head = raised(unavailable)
+    attached = []
+    pool = SimpleNamespace(add_client=lambda address, client, replica_id: attached.append(address))
+    controller._pool_for_stage_id = lambda stage_id: pool
+    controller._remote_replica_factory = lambda stage_id, replica_id: SimpleNamespace(request_address="tcp://10.0.0.4:5000")
+    controller._shutdown_event = asyncio.Event()
+    rejoin().open(4, fatal_record(stage_id=4), ExitCode.LINK_LOST)
+    address = await controller._do_register(4, 0)
+    return {
+        "stages_decide": [decided_before, fatal_state.stages_decide()],
+        "attached": attached == [address] == ["tcp://10.0.0.4:5000"],
+        "window_open": rejoin().outage(4) is not None,
+        "unavailable": {"one host": one_host, "multi-node head": head},
+    }
+
+
+report["membership"] = asyncio.run(membership())
+"""
+
+#: After `_MEMBERSHIP` (the stages decide): stage 6's rejoin window open, its pool's `pick`, a request
+#: for it that finds no live replica (on a distributed pool, and on a one-host one), a new request
+#: to `generate`; then, from a clean fatal state, a new request after a fatal failure.
+_OUTAGE = r"""
+import asyncio
+from omni_errors.fatal import process as fatal_state
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.server.rejoin import rejoin
+from vllm_omni.engine.orchestrator import OrchestratorBase
+from vllm_omni.engine.stage_pool import StagePool
+from vllm_omni.entrypoints.async_omni import AsyncOmni
+
+
+async def dead_stage(distributed):
+    orch = OrchestratorBase.__new__(OrchestratorBase)
+    orch.output_async_queue = asyncio.Queue()
+    cleaned = []
+
+    async def cleanup(request_ids, **kwargs):
+        cleaned.extend(request_ids)
+
+    orch._cleanup_request_ids = cleanup
+    orch._cfg_tracker = SimpleNamespace(cleanup_parent=lambda request_id: [])
+    orch.stage_pools = {6: SimpleNamespace(is_distributed=distributed)}
+    await orch._fail_request_dead_stage("r6", 6)
+    details = orch.output_async_queue.get_nowait().details
+    return [details.status_code, details.error_type, details.fatal, details.stage_id, details.request_id, cleaned]
+
+
+async def first(generator):
+    try:
+        await generator.__anext__()
+    except Exception as exc:
+        return [type(exc).__name__, exc.details.status_code, exc.details.fatal, getattr(exc, "retry_after", None)]
+    return None
+
+
+async def outage():
+    rejoin().open(6, fatal_record(stage_id=6), ExitCode.LINK_LOST)
+    pool = StagePool.__new__(StagePool)
+    pool.stage_id = 6
+    try:
+        picked = ["returned", await pool.pick("r6")]
+    except Exception as exc:
+        picked = [type(exc).__name__, str(exc)]
+    engine = AsyncOmni.__new__(AsyncOmni)
+    answers = {
+        "pick": picked,
+        "dead stage, head": await dead_stage(True),
+        "dead stage, one host's pool": await dead_stage(False),
+        "generate, outage": await first(AsyncOmni.generate(engine, "a red fox", request_id="r6")),
+    }
+    rejoin().close(6)
+    fatal_state.reset()  # no subscriber of an earlier fragment runs; `_BOUNDARY`, next, resets too
+    fatal_state.declare(fatal_record(stage_id=6), ExitCode.FATAL_ENGINE)
+    answers["generate, after a fatal failure"] = await first(AsyncOmni.generate(engine, "a red fox", request_id="r7"))
+    return answers
+
+
+report["outage"] = asyncio.run(outage())
+"""
+
 _VIDEO = r"""
 import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
 error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
@@ -1117,6 +1236,8 @@ _COMPARED = (
     _DRAIN,
     _LAUNCHER,
     _TOMBSTONES,
+    _MEMBERSHIP,
+    _OUTAGE,
     _BOUNDARY,
     _ADMISSION,
     _OWN_TRANSPORT,  # last: it switches the plugin off
@@ -1231,6 +1352,56 @@ def test_the_heads_waits_are_the_plugins(tree: str, request: pytest.FixtureReque
         "heartbeat_s": 1.0,
         "shared_shutdown_event": True,
     }
+
+
+_OUTAGE_TARGETS = (
+    "vllm_omni.engine.stage_pool:StagePool.pick",
+    "vllm_omni.engine.orchestrator:OrchestratorBase._fail_request_dead_stage",
+    "vllm_omni.entrypoints.async_omni:AsyncOmni.generate",
+)
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_stage_in_its_rejoin_window_refuses_at_once_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
+    """On a multi-node head with a stage's rejoin window open: its pool's `pick` refuses at once, a
+    request that finds no live replica gets the 503 record (a one-host pool's still the fatal one), and
+    `generate` refuses a new request with 503 and `Retry-After`; after a fatal failure, `generate`
+    answers the fatal record at once. The plugin's patches on the release, vLLM-Omni's own calls on the
+    series (patches 28 and 29): the same answers."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    assert set(_OUTAGE_TARGETS) & set(report["patched"]) == (set(_OUTAGE_TARGETS) if tree == "release" else set())
+    outage = report["outage"]
+    assert outage["pick"] == ["StageUnavailableError", "stage 6 has no live replica (rejoin window)"]
+    assert outage["dead stage, head"] == [503, "ServiceUnavailableError", False, 6, "r6", ["r6"]]
+    one_host = outage["dead stage, one host's pool"]
+    assert one_host[0] >= 500 and one_host[2:] == [True, 6, "r6", ["r6"]]  # fatal, as on one host before
+    assert outage["generate, outage"][1:] == [503, False, RETRY_AFTER_S]
+    assert outage["generate, after a fatal failure"][1:] == [500, True, None]
+    if tree == "series":
+        assert outage == request.getfixturevalue("on_the_release")["outage"]
+
+
+_MEMBERSHIP_TARGETS = ("MembershipController.start", "MembershipController._do_register")
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_the_membership_controller_drives_the_cores_head_policy_on_both_trees(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """A head's membership controller that starts makes the stages decide when the head ends (a fatal
+    answer no longer ends it), and a replica that registers closes its stage's rejoin window; an error
+    message's 503 then gets its stage's `Retry-After`: the plugin's patches on the release, vLLM-Omni's
+    own calls on the series (patches 26 and 27), the same core state."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    patched = {key.partition(":")[2] for key in report["patched"]} & set(_MEMBERSHIP_TARGETS)
+    assert patched == (set(_MEMBERSHIP_TARGETS) if tree == "release" else set())
+    membership = dict(report["membership"])
+    unavailable = membership.pop("unavailable")
+    assert membership == {"stages_decide": [False, True], "attached": True, "window_open": False}
+    # `_raise_nonfatal_error_message`: a 503 gets its stage's `Retry-After` only on a head waiting for a replica.
+    assert [answer[1:] for answer in unavailable.values()] == [[503, 5, None], [503, 5, RETRY_AFTER_S]]
+    if tree == "series":
+        assert unavailable == request.getfixturevalue("on_the_release")["membership"]["unavailable"]
 
 
 @pytest.mark.parametrize("tree", ["release", "series"])

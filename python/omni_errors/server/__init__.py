@@ -4,7 +4,7 @@
 A vLLM API server (vLLM-Omni's, through the plugin or its own calls) gets all of these and more from
 `vllm_api.install_api` (with `in_flight`, `answer_headers` and `route_errors`), and its fatal stop
 from `fatal_stop.stop_on_fatal`; vLLM-Omni's `AsyncOmni` its admission gate and all-or-nothing
-sleep from `admission`."""
+sleep from `admission`; a multi-node head its rejoin windows from `rejoin`."""
 
 from __future__ import annotations
 

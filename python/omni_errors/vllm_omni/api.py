@@ -24,9 +24,8 @@ from typing import Any
 
 from omni_errors._native import OmniErrorDetails, sanitize
 from omni_errors.fatal import process as fatal
-from omni_errors.server.answer_headers import retry_later
+from omni_errors.server.rejoin import rebuilt, refuse_new_request
 from omni_errors.server.vllm_api import API_RAW_FALLBACKS
-from omni_errors.vllm_omni import distributed
 
 __all__ = [
     "make_abort_internal",
@@ -104,16 +103,9 @@ def make_generate(module: ModuleType, original: Any) -> Any:
     The orchestrator is stopping by then (or has nowhere to send it); a request submitted to it
     would wait for an answer that never comes until the server closes the connection.
     """
-    from omni_errors.semantics.exceptions import OmniServerError, rebuild
 
     async def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
-        record = fatal.declared()
-        if record is not None:
-            raise rebuild(record)
-        outage = distributed.rejoin().outage() if distributed.active() else None
-        if outage is not None:
-            refused = OmniServerError.from_details(distributed.unavailable_answer(outage.stage_id, None))
-            raise retry_later(refused, outage.retry_after())
+        refuse_new_request()
         async for output in original(self, *args, **kwargs):
             yield output
 
@@ -122,15 +114,10 @@ def make_generate(module: ModuleType, original: Any) -> Any:
 
 def make_raise_error_message(module: ModuleType, original: Any) -> Any:
     """`OmniBase._raise_nonfatal_error_message` raises the message's record, rebuilt."""
-    from omni_errors.semantics.exceptions import OmniServerError, rebuild
     from omni_errors.vllm_omni.records import message_record
 
     def _raise_nonfatal_error_message(self: Any, msg: Any) -> None:
-        details = message_record(msg)
-        failure = rebuild(details)
-        if isinstance(failure, OmniServerError):
-            retry_later(failure, distributed.retry_after(details))
-        raise failure
+        raise rebuilt(message_record(msg))
 
     return _raise_nonfatal_error_message
 

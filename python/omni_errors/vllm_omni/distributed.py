@@ -6,9 +6,9 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
 
 1. Requests in flight on a lost replica are answered at once (`orchestrator`), each with a record
    that keeps its `request_id` and `stage_id`.
-2. A stage left without a live replica opens a rejoin window (`WINDOW_ENV`, default
-   `DEFAULT_WINDOW_S`): a new request gets 503 `ServiceUnavailableError` at once, with
-   `Retry-After` the short hint (`omni_errors.server.admission.RETRY_AFTER_S`, never past the
+2. A stage left without a live replica opens a rejoin window (`omni_errors.server.rejoin`,
+   `OMNI_ERRORS_REJOIN_WINDOW_S`, default 120 s): a new request gets 503 `ServiceUnavailableError`
+   at once, with `Retry-After` the short hint (`omni_errors.server.admission.RETRY_AFTER_S`, never past the
    window's end; the message says when the window ends), and the head's `/health` is 503
    (vLLM-Omni's own check).
 3. A replica that registers within the window restores service, without a restart.
@@ -17,34 +17,26 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
    the head saw: 81 when a replica ran out of memory, 80 when one reported a fatal failure, 86 when
    one was lost without a record (killed, or cut off), so the platform's restart policy takes over.
 
-This module holds the windows (process-wide: the orchestrator's thread opens and closes them, the
-API's loop reads them) and the patches of vLLM-Omni's membership and dispatch code.
+The windows are the core's (`omni_errors.server.rejoin`: process-wide, the orchestrator's thread
+opens and closes them, the API's loop reads them); this module holds the patches of vLLM-Omni's
+membership and dispatch code that open, close and read them where vLLM-Omni does not yet.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import threading
-import time
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from omni_errors._native import OmniErrorDetails
-from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
-from omni_errors.fatal.exitcodes import ExitCode, stage_exit_code
-from omni_errors.server.admission import RETRY_AFTER_S
-from omni_errors.vllm_omni.settings import LOG_NAME, WINDOW_ENV
+from omni_errors.fatal.exitcodes import stage_exit_code
+from omni_errors.server.rejoin import rejoin, unavailable_answer
+from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
     "COORDINATOR_HEARTBEAT_S",
-    "DEFAULT_WINDOW_S",
     "REAP_TIMEOUT_S",
     "REGISTRATION_POLL_MS",
-    "Outage",
-    "Rejoin",
     "activate",
     "active",
     "make_do_register",
@@ -54,15 +46,10 @@ __all__ = [
     "make_pick",
     "make_registration_poll",
     "make_wait_for_diffusion_replicas",
-    "rejoin",
-    "retry_after",
-    "unavailable_answer",
 ]
 
 _log = logging.getLogger(LOG_NAME)
 
-#: Long enough for a platform to restart a remote stage and load its model.
-DEFAULT_WINDOW_S = 120.0
 #: The launcher reaps its replica this long at most before it reads the exit code.
 REAP_TIMEOUT_S = 5.0
 #: How often the registration server checks whether it must stop (vLLM-Omni: every 5 s, which a
@@ -71,90 +58,6 @@ REGISTRATION_POLL_MS = 100
 #: How often a stage tells the coordinator it is up (vLLM-Omni: every 5 s, hard-coded, so an
 #: `--omni-heartbeat-timeout` under 5 s detached healthy replicas).
 COORDINATOR_HEARTBEAT_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class Outage:
-    """A stage without a live replica: what ended its last one, the code that implies, and when the window ends."""
-
-    stage_id: int
-    details: OmniErrorDetails
-    code: ExitCode
-    deadline: float  # time.monotonic()
-
-    def seconds_left(self) -> int:
-        """Whole seconds left in the window (at least 1)."""
-        return max(1, math.ceil(self.deadline - time.monotonic()))
-
-    def retry_after(self) -> int:
-        """When a retry may succeed: the short hint (`omni_errors.server.admission.RETRY_AFTER_S`),
-        never past the window's end; a client that honours the window itself would retry only as the
-        head gives up."""
-        return min(RETRY_AFTER_S, self.seconds_left())
-
-
-class Rejoin:
-    """The rejoin windows of this process's stages."""
-
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self._lock = threading.Lock()
-        self._outages: dict[int, Outage] = {}
-
-    def open(self, stage_id: int, details: OmniErrorDetails, code: ExitCode) -> Outage:
-        """Stage `stage_id` lost its last replica: its window starts now (an open one is kept)."""
-        with self._lock:
-            outage = self._outages.get(stage_id)
-            if outage is None:
-                outage = Outage(stage_id, details, code, time.monotonic() + self.window_s)
-                self._outages[stage_id] = outage
-                opened = True
-            else:
-                opened = False
-        if opened:
-            _log.error(
-                "omni-errors: stage-%d has no live replica; new requests get 503 for %.0f s while one may "
-                "register, then the head ends (exit %d)",
-                stage_id,
-                self.window_s,
-                int(code),
-            )
-        return outage
-
-    def close(self, stage_id: int) -> Outage | None:
-        """A replica of `stage_id` registered: its outage (if any) is over."""
-        with self._lock:
-            outage = self._outages.pop(stage_id, None)
-        if outage is not None:
-            _log.warning("omni-errors: stage-%d has a live replica again; serving", stage_id)
-        return outage
-
-    def outage(self, stage_id: int | None = None) -> Outage | None:
-        """The open outage of `stage_id`, or (None) the one whose window ends first."""
-        with self._lock:
-            if stage_id is not None:
-                return self._outages.get(stage_id)
-            return min(self._outages.values(), key=lambda o: o.deadline, default=None)
-
-    def expired(self, stage_id: int) -> Outage | None:
-        """The outage of `stage_id` if its window has passed."""
-        outage = self.outage(stage_id)
-        return outage if outage is not None and time.monotonic() >= outage.deadline else None
-
-
-_state_lock = threading.Lock()
-_rejoin: Rejoin | None = None
-
-
-def rejoin() -> Rejoin:
-    """The process's windows (the window length is read from the environment once)."""
-    global _rejoin
-    with _state_lock:
-        if _rejoin is None:
-            _rejoin = Rejoin(
-                number_from_env(WINDOW_ENV, DEFAULT_WINDOW_S, lambda v: v > 0, "a positive number of seconds")
-            )
-        return _rejoin
 
 
 def activate() -> None:
@@ -206,17 +109,6 @@ def make_pick(module: ModuleType, original: Any) -> Any:
     return pick
 
 
-def unavailable_answer(stage_id: int, request_id: str | None) -> OmniErrorDetails:
-    """The record of a request refused because its stage has no replica: 503, retried later."""
-    from omni_errors.semantics.core_table import unavailable_record
-
-    outage = rejoin().outage(stage_id)
-    window = f" (one may register within {outage.seconds_left()} s, then the server ends)" if outage else ""
-    return unavailable_record(
-        f"Stage {stage_id} has no live replica; retry later{window}", stage_id=stage_id, request_id=request_id
-    )
-
-
 def make_fail_request_dead_stage(module: ModuleType, original: Any) -> Any:
     """`OrchestratorBase._fail_request_dead_stage`: in multi-node mode a stage without replicas is not fatal:
     the request gets 503 (its stage may get a replica back)."""
@@ -232,14 +124,6 @@ def make_fail_request_dead_stage(module: ModuleType, original: Any) -> Any:
         )
 
     return _fail_request_dead_stage
-
-
-def retry_after(details: OmniErrorDetails) -> int | None:
-    """`Retry-After` for a 503 answered in multi-node mode: the seconds left in its stage's window."""
-    if not active() or details.status_code != 503:
-        return None
-    outage = rejoin().outage(details.stage_id) if details.stage_id is not None else rejoin().outage()
-    return outage.retry_after() if outage is not None else min(RETRY_AFTER_S, math.ceil(rejoin().window_s))
 
 
 def make_heartbeat_loop(module: ModuleType, original: Any) -> Any:

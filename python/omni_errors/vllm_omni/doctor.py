@@ -70,8 +70,8 @@ def _loaded_by_vllm() -> tuple[bool, str | None]:
 
 def _multi_node() -> dict[str, Any]:
     """The head's rejoin window and the deployment's sockets (CURVE keys checked, as each process will)."""
-    from omni_errors.vllm_omni.distributed import rejoin
-    from omni_errors.vllm_omni.settings import KEYS_ENV, WINDOW_ENV
+    from omni_errors.server.rejoin import REJOIN_WINDOW_ENV, rejoin
+    from omni_errors.vllm_omni.settings import KEYS_ENV
     from omni_errors.vllm_omni.sockets import load_keys
 
     directory = os.environ.get(KEYS_ENV)
@@ -83,7 +83,7 @@ def _multi_node() -> dict[str, Any]:
             sockets["error"] = str(exc)
         else:
             sockets["allowed_keys"] = len(keys.allowed)
-    return {"rejoin_window_s": rejoin().window_s, "window_setting": WINDOW_ENV, "sockets": sockets}
+    return {"rejoin_window_s": rejoin().window_s, "window_setting": REJOIN_WINDOW_ENV, "sockets": sockets}
 
 
 def report() -> dict[str, Any]:

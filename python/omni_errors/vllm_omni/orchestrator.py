@@ -30,7 +30,7 @@ from omni_errors.fatal.policy import canonical_fatal
 from omni_errors.link_watch import RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
-from omni_errors.vllm_omni import distributed
+from omni_errors.server.rejoin import rejoin
 from omni_errors.vllm_omni.client import last_words
 from omni_errors.vllm_omni.records import error_message_class, output_record, record_message_class
 from omni_errors.vllm_omni.settings import LOG_NAME
@@ -186,7 +186,7 @@ async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int
         await orchestrator._cleanup_request_ids(stranded, abort=True, release_owners=True)
     if live:
         return
-    outage = distributed.rejoin().open(stage_id, death.details, death.exit_code or ExitCode.LINK_LOST)
+    outage = rejoin().open(stage_id, death.details, death.exit_code or ExitCode.LINK_LOST)
     loop = asyncio.get_running_loop()
     loop.call_later(max(0.0, outage.deadline - loop.time() + 0.05), _expire_soon, orchestrator, stage_id)
 
@@ -202,12 +202,12 @@ def _expire_soon(orchestrator: Any, stage_id: int) -> None:
 
 async def _expire(orchestrator: Any, stage_id: int) -> None:
     """The window of `stage_id` has passed without a replica: the pipeline ends."""
-    outage = distributed.rejoin().expired(stage_id)
+    outage = rejoin().expired(stage_id)
     if outage is None:  # a replica registered in time (or the window is not over)
         return
     _log.critical(
         "omni-errors: no replica of stage-%d registered within %.0f s; ending the pipeline",
         stage_id,
-        distributed.rejoin().window_s,
+        rejoin().window_s,
     )
     await fail_pipeline(orchestrator, outage.details, outage.code)

@@ -1,4 +1,4 @@
-"""The head's rejoin windows (`omni_errors.vllm_omni.distributed`), without a server.
+"""The head's rejoin windows (`omni_errors.server.rejoin`), without a server.
 
 The windows drive what a multi-node head answers while a stage has no replica; the whole policy
 on the real processes is tests/vllm_omni/test_multinode_*.py.
@@ -12,11 +12,20 @@ import subprocess
 import sys
 import time
 
+from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.core_table import fatal_record, unavailable_record
+from omni_errors.semantics.exceptions import OmniServerError
 from omni_errors.server.admission import RETRY_AFTER_S
-from omni_errors.vllm_omni.distributed import DEFAULT_WINDOW_S, Rejoin, unavailable_answer
-from omni_errors.vllm_omni.settings import WINDOW_ENV
+from omni_errors.server.rejoin import (
+    DEFAULT_REJOIN_WINDOW_S,
+    REJOIN_WINDOW_ENV,
+    Rejoin,
+    refuse_new_request,
+    rejoin,
+    retry_after,
+    unavailable_answer,
+)
 
 EXPIRY_BOUND = 30.0  # only keeps a broken window from hanging the suite
 
@@ -60,18 +69,59 @@ def test_a_refused_request_is_told_503_with_its_stage() -> None:
 
 
 def _window_in_a_process(value: str | None) -> tuple[float, str]:
-    env = {k: v for k, v in os.environ.items() if k != WINDOW_ENV}
+    env = {k: v for k, v in os.environ.items() if k != REJOIN_WINDOW_ENV}
     if value is not None:
-        env[WINDOW_ENV] = value
-    probe = "import json; from omni_errors.vllm_omni.distributed import rejoin; print(json.dumps(rejoin().window_s))"
+        env[REJOIN_WINDOW_ENV] = value
+    probe = "import json; from omni_errors.server.rejoin import rejoin; print(json.dumps(rejoin().window_s))"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     return json.loads(done.stdout), done.stderr
 
 
 def test_the_window_is_read_from_the_environment_and_a_bad_value_says_so() -> None:
-    assert _window_in_a_process(None)[0] == DEFAULT_WINDOW_S
+    assert _window_in_a_process(None)[0] == DEFAULT_REJOIN_WINDOW_S
     assert _window_in_a_process("7.5")[0] == 7.5
     for bad in ("soon", "-1", "nan", "0"):
         window, stderr = _window_in_a_process(bad)
-        assert window == DEFAULT_WINDOW_S
-        assert f"{WINDOW_ENV}={bad!r} is not a positive number of seconds" in stderr
+        assert window == DEFAULT_REJOIN_WINDOW_S
+        assert f"{REJOIN_WINDOW_ENV}={bad!r} is not a positive number of seconds" in stderr
+
+
+def test_a_503_gets_retry_after_only_where_the_stages_decide() -> None:
+    """On one host nothing waits for a replica: no `Retry-After` from the windows; on a multi-node head
+    (`defer_to_stages`) a 503 gets the short hint, and other statuses none."""
+    refused = unavailable_record("no replica", stage_id=0)
+    try:
+        assert retry_after(refused) is None
+        fatal.defer_to_stages()
+        assert retry_after(refused) == min(RETRY_AFTER_S, DEFAULT_REJOIN_WINDOW_S)
+        assert retry_after(fatal_record(stage_id=0)) is None
+    finally:
+        fatal.reset()
+
+
+def _refusal() -> BaseException | None:
+    try:
+        refuse_new_request()
+    except Exception as exc:  # the refusal under test
+        return exc
+    return None
+
+
+def test_a_new_request_is_refused_only_while_the_server_cannot_serve_it() -> None:
+    try:
+        assert _refusal() is None  # one host, nothing fatal: served
+        fatal.defer_to_stages()
+        assert _refusal() is None  # a multi-node head, every stage served
+        rejoin().open(3, fatal_record(stage_id=3), ExitCode.LINK_LOST)
+        refused = _refusal()
+        assert isinstance(refused, OmniServerError)
+        assert (refused.details.status_code, refused.details.stage_id) == (503, 3)
+        assert "Stage 3 has no live replica" in refused.details.message
+        assert refused.retry_after == RETRY_AFTER_S
+        rejoin().close(3)
+        fatal.declare(fatal_record(stage_id=1), ExitCode.FATAL_ENGINE)
+        ended = _refusal()
+        assert ended is not None and getattr(ended, "details", None) == fatal.declared()
+    finally:
+        rejoin().close(3)
+        fatal.reset()
