@@ -150,15 +150,14 @@ def refuse_new_request() -> None:
     """Raise at once for a new request the server cannot serve: after a fatal failure, the fatal
     record (the pipeline is ending: a request submitted now would wait for an answer that never
     comes); on a multi-node head while a stage waits for a replica, 503 with `Retry-After`."""
-    from omni_errors.semantics.exceptions import OmniServerError, rebuild
+    from omni_errors.semantics.exceptions import rebuild
 
     record = fatal.declared()
     if record is not None:
         raise rebuild(record)
     outage = rejoin().outage() if fatal.stages_decide() else None
     if outage is not None:
-        refused = OmniServerError.from_details(unavailable_answer(outage.stage_id, None))
-        raise retry_later(refused, outage.retry_after())
+        raise rebuilt(unavailable_answer(outage.stage_id, None))  # its `Retry-After` from the same window
 
 
 def rebuilt(details: OmniErrorDetails) -> Exception:
