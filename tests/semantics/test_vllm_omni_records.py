@@ -11,10 +11,18 @@ from collections.abc import Iterator
 import pytest
 import torch
 from omni_errors import OmniErrorDetails, encode
-from omni_errors.carry import EXIT_KEY, FRAME_KEY, Carried, carried, failure_frame_fields, frame_fields, stage_failure
+from omni_errors.carry import (
+    EXIT_KEY,
+    FRAME_KEY,
+    Carried,
+    carried,
+    failure_frame_fields,
+    frame_fields,
+    output_record,
+    stage_failure,
+)
 from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni.records import output_record
 from vllm.v1.engine import EngineCoreOutput, FinishReason
 from vllm.v1.engine.exceptions import EngineDeadError
 

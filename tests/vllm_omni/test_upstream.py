@@ -562,6 +562,71 @@ async def outage():
 report["outage"] = asyncio.run(outage())
 """
 
+#: After `_OUTAGE`, from a clean fatal state: `_handle_stage_error` on a CFG companion's client error, on
+#: an OOM from a one-host replica (the pipeline ends) and on the same OOM from a remote replica (the
+#: replica is dead, the pipeline serves on). `_BOUNDARY`, next, resets the fatal state again.
+_STAGE_ERROR = r"""
+import asyncio
+from omni_errors import OmniErrorDetails
+from omni_errors.carry import Carried, attach
+from omni_errors.fatal import process as fatal_state
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.link_watch import RemoteReplica
+from omni_errors.semantics.core_table import fatal_record
+from vllm_omni.engine.orchestrator import OrchestratorBase
+
+
+def failed_output(request_id, details, code=None):
+    output = SimpleNamespace(request_id=request_id, error=None, error_status_code=None, error_type=None)
+    attach(output, Carried(details, code))
+    return output
+
+
+async def stage_error(output, *, remote=False):
+    fatal_state.reset()
+    orch = OrchestratorBase.__new__(OrchestratorBase)
+    orch.output_async_queue, orch.request_async_queue = asyncio.Queue(), asyncio.Queue()
+    cleaned = []
+
+    async def cleanup(request_ids, **kwargs):
+        cleaned.append([list(request_ids), kwargs["abort"]])
+        for request_id in request_ids:
+            orch.request_states.pop(request_id, None)
+
+    orch._cleanup_request_ids = cleanup
+    orch._cfg_tracker = SimpleNamespace(
+        is_companion=lambda request_id: request_id.endswith("-cfg"),
+        get_parent_id=lambda request_id: request_id.removesuffix("-cfg"),
+        cleanup_parent=lambda request_id: [f"{request_id}-cfg"],
+    )
+    manager = RemoteReplica.__new__(RemoteReplica) if remote else None
+    replica = SimpleNamespace(_proc_manager=manager, _engine_dead=False)
+    orch.stage_pools = {1: SimpleNamespace(get_bound_replica_id=lambda request_id: 0, clients=[replica])}
+    orch._membership = object() if remote else None
+    orch.request_states = {"r1": None, "r2": None}
+    await orch._handle_stage_error(1, output)
+    answers = []
+    while not orch.output_async_queue.empty():
+        details = orch.output_async_queue.get_nowait().details
+        answers.append([details.request_id, details.status_code, details.error_type, details.parameter, details.fatal])
+    stops = []
+    while not orch.request_async_queue.empty():
+        stops.append(type(orch.request_async_queue.get_nowait()).__name__)
+    code = fatal_state.exit_code()
+    return {"answers": answers, "cleaned": cleaned, "stops": stops, "exit": code and int(code),
+            "replica_dead": replica._engine_dead}
+
+
+client = OmniErrorDetails("height must be a multiple of 16", "client", 400, "BadRequestError", parameter="height")
+oom = fatal_record(stage_id=1)
+report["stage_error"] = {
+    "client error, CFG companion": asyncio.run(stage_error(failed_output("r1-cfg", client))),
+    "oom, one host": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM))),
+    "oom, remote replica": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM), remote=True)),
+}
+fatal_state.reset()
+"""
+
 _VIDEO = r"""
 import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
 error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
@@ -1238,6 +1303,7 @@ _COMPARED = (
     _TOMBSTONES,
     _MEMBERSHIP,
     _OUTAGE,
+    _STAGE_ERROR,
     _BOUNDARY,
     _ADMISSION,
     _OWN_TRANSPORT,  # last: it switches the plugin off
@@ -1379,6 +1445,45 @@ def test_a_stage_in_its_rejoin_window_refuses_at_once_on_both_trees(tree: str, r
     assert outage["generate, after a fatal failure"][1:] == [500, True, None]
     if tree == "series":
         assert outage == request.getfixturevalue("on_the_release")["outage"]
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_both_trees(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """`_handle_stage_error`: a CFG companion's client error answers its parent with the stage's record
+    (400, `parameter`), and the pipeline serves on; an OOM on one host answers every request in flight
+    with the fatal record, stops the orchestrator through its own shutdown message and makes 81 the
+    exit code; the same OOM from a remote replica marks that replica dead and ends nothing. The
+    plugin's replacement on the release, vLLM-Omni's own on the series (patch 30): the same answers."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_stage_error"
+    assert (key in report["patched"]) is (tree == "release")
+    stage_error = report["stage_error"]
+    assert stage_error["client error, CFG companion"] == {
+        "answers": [["r1", 400, "BadRequestError", "height", False]],
+        "cleaned": [[["r1", "r1-cfg"], True]],
+        "stops": [],
+        "exit": None,
+        "replica_dead": False,
+    }
+    fatal = [500, "InternalServerError", None, True]
+    assert stage_error["oom, one host"] == {
+        "answers": [["r1", *fatal], ["r2", *fatal]],  # its own answer, then every other one in flight
+        "cleaned": [[["r1", "r1-cfg"], True], [["r2"], False]],
+        "stops": ["ShutdownRequestMessage"],
+        "exit": 81,
+        "replica_dead": False,
+    }
+    assert stage_error["oom, remote replica"] == {
+        "answers": [["r1", *fatal]],
+        "cleaned": [[["r1", "r1-cfg"], True]],
+        "stops": [],
+        "exit": None,
+        "replica_dead": True,
+    }
+    if tree == "series":
+        assert stage_error == request.getfixturevalue("on_the_release")["stage_error"]
 
 
 _MEMBERSHIP_TARGETS = ("MembershipController.start", "MembershipController._do_register")

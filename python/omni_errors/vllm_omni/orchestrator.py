@@ -23,16 +23,15 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.carry import Carried
+from omni_errors.carry import Carried, output_record
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.policy import canonical_fatal
 from omni_errors.link_watch import RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.server.rejoin import rejoin
 from omni_errors.vllm_omni.client import last_words
-from omni_errors.vllm_omni.records import error_message_class, output_record, record_message_class
+from omni_errors.vllm_omni.records import error_message_class, record_message_class
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -51,22 +50,19 @@ REPLICA_LOST = "stage replica disappeared"
 
 
 async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: ExitCode) -> None:
-    """Answer every in-flight request with `details`, stop the orchestrator, declare the process fatal."""
-    if fatal.declared() is not None:
-        return
-    details = canonical_fatal(details)
-    # Declared before any request is answered: the API process renders those answers as fatal,
-    # and the cause decided here (a lost stage, say) must be the exit code, not their echo.
-    fatal.declare(details, code)
-    message_cls = error_message_class()
+    """End the pipeline (once per process, `fatal.end_pipeline`): every in-flight request gets the
+    fatal record, then the orchestrator stops through its own `ShutdownRequestMessage`."""
     request_ids = list(orchestrator.request_states)
-    for request_id in request_ids:
-        await orchestrator.output_async_queue.put(message_cls.of(with_request_id(details, request_id)))
-    if request_ids:
-        await orchestrator._cleanup_request_ids(request_ids, abort=False, release_owners=True)
+    answers = fatal.end_pipeline(details, code, request_ids)
+    if answers is None:
+        return
+    message_cls = error_message_class()
+    for answer in answers:
+        await orchestrator.output_async_queue.put(message_cls.of(answer))
+    await orchestrator._cleanup_request_ids(request_ids, abort=False, release_owners=True)
     from vllm_omni.engine.messages import ShutdownRequestMessage
 
-    await orchestrator.request_async_queue.put(ShutdownRequestMessage())  # the orchestrator's own stop path
+    await orchestrator.request_async_queue.put(ShutdownRequestMessage())
 
 
 def make_error_message(module: ModuleType, original: type) -> Any:
