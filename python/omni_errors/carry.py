@@ -23,7 +23,8 @@ documents, and a msgpack document that starts with the frame's magic byte 0x4F (
 one byte long, while a frame is at least 24 bytes and its header states its exact length.
 
 The orchestrator reads a failed stage output's record with `output_record`, whichever peer sent it
-(an omni-errors stage's record, vLLM's `RequestError`, or the 0.30 flat fields).
+(an omni-errors stage's record, vLLM's `RequestError`, or the 0.30 flat fields), and what a lost
+replica died of with `died_of`.
 
 The writers and readers are vLLM-Omni's own code (the upstream series) or the plugin's patches:
 both call these, so each side reads what the other wrote. A fatal failure's exit code is noted in
@@ -54,6 +55,7 @@ __all__ = [
     "Tombstone",
     "attach",
     "carried",
+    "died_of",
     "failure_frame_fields",
     "frame_fields",
     "output_record",
@@ -173,6 +175,26 @@ def output_record(output: Any, *, request_id: str | None, stage_id: int | None, 
     if details is None:  # an error output without text or status
         details = stage_failure_record(request_id=request_id, stage_id=stage_id)
     return Carried(details)
+
+
+def died_of(
+    said: Carried | None, *, stage_id: int | None, remote: bool, error: object = None
+) -> tuple[OmniErrorDetails, ExitCode]:
+    """What a lost replica died of, and the exit code that implies for its pipeline.
+
+    What the replica said (its proc's death notice or last fatal record, 80 when that names no code;
+    86 for a remote one); else, for a remote replica, its lost link (86); else 80 when the error that
+    reported the loss carried a record (a dead engine), and 85 when the replica vanished without a word.
+    """
+    if said is not None:
+        return said.details, said.exit_code or (ExitCode.LINK_LOST if remote else ExitCode.FATAL_ENGINE)
+    if remote:
+        code = ExitCode.LINK_LOST
+    elif isinstance(getattr(error, "details", None), OmniErrorDetails):
+        code = ExitCode.FATAL_ENGINE
+    else:
+        code = ExitCode.STAGE_LOST
+    return fatal_record(stage_id=stage_id), code
 
 
 def failure_frame_fields(exc: BaseException, *, request_id: str | None = None) -> dict[str, Any]:

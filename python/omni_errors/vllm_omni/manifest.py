@@ -335,6 +335,7 @@ TARGETS: tuple[Target, ...] = (
                     "through `_fail_pipeline` (`omni_errors.fatal.process.end_pipeline`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
            "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
+           upstreamed={_R030: "303cdbedebf6ec8a"},
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
@@ -350,7 +351,9 @@ TARGETS: tuple[Target, ...] = (
                 "inline stage, marked dead only when its executor reported its loss). A lost "
                 "remote replica is answered and detached through the membership's own unregister, and its "
                 "stage waits for a replica (`distributed`)",
-           upstream="a dead pipeline ends the server; " + _REJOIN_UPSTREAM),
+           upstream="each stage client's `last_words()` and `omni_errors.carry.died_of` give the exit code; a stage "
+                    "without a live replica ends the pipeline (`_fail_pipeline`); a remote replica is detached and "
+                    "its stage waits (`omni_errors.server.rejoin.rejoin().wait_for_replica`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
            upstreamed={_R030: "2050b14b952da0ad"},

@@ -17,13 +17,13 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.carry import Carried, output_record
+from omni_errors.carry import died_of, output_record
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.link_watch import RemoteReplica
@@ -135,16 +135,11 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         pool = self.stage_pools[stage_id]
         # Read before the original closes its socket: the records the proc sent before it died.
         client = _client(self, stage_id, replica_id)
-        death = last_words(client) if client is not None else None
+        said = last_words(client) if client is not None else None
+        _, code = died_of(said, stage_id=stage_id, remote=False, error=error)
         await original(self, stage_id, replica_id, error)
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
-        if death is not None:
-            code = death.exit_code or ExitCode.FATAL_ENGINE
-        elif isinstance(getattr(error, "details", None), OmniErrorDetails):
-            code = ExitCode.FATAL_ENGINE
-        else:
-            code = ExitCode.STAGE_LOST
         _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
         await fail_pipeline(self, fatal_record(stage_id=stage_id), code)
 
@@ -154,15 +149,15 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
 async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
     """A remote replica is gone: answer its requests, detach it (so that it may register again), and
     if its stage has no replica left, open the stage's rejoin window."""
-    death = last_words(client) or Carried(fatal_record(stage_id=stage_id), ExitCode.LINK_LOST)
+    died_with, code = died_of(last_words(client), stage_id=stage_id, remote=True)
     _log.error(
         "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
         stage_id,
         replica_id,
-        death.details.status_code,
-        death.details.error_type,
+        died_with.status_code,
+        died_with.error_type,
     )
-    fatal.note(death.exit_code or ExitCode.LINK_LOST)
+    fatal.note(code)
     pool = orchestrator.stage_pools[stage_id]
     # vLLM-Omni's own unregister path answers the requests routed to the replica and detaches it.
     await orchestrator._membership.handle_unregister(stage_id, client.request_address)
@@ -180,30 +175,5 @@ async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int
         await orchestrator.output_async_queue.put(lost)
     if stranded:
         await orchestrator._cleanup_request_ids(stranded, abort=True, release_owners=True)
-    if live:
-        return
-    outage = rejoin().open(stage_id, death.details, death.exit_code or ExitCode.LINK_LOST)
-    loop = asyncio.get_running_loop()
-    loop.call_later(max(0.0, outage.deadline - loop.time() + 0.05), _expire_soon, orchestrator, stage_id)
-
-
-_expiries: set[asyncio.Task[None]] = set()  # the window checks, kept alive until they run
-
-
-def _expire_soon(orchestrator: Any, stage_id: int) -> None:
-    task = asyncio.get_running_loop().create_task(_expire(orchestrator, stage_id))
-    _expiries.add(task)
-    task.add_done_callback(_expiries.discard)
-
-
-async def _expire(orchestrator: Any, stage_id: int) -> None:
-    """The window of `stage_id` has passed without a replica: the pipeline ends."""
-    outage = rejoin().expired(stage_id)
-    if outage is None:  # a replica registered in time (or the window is not over)
-        return
-    _log.critical(
-        "omni-errors: no replica of stage-%d registered within %.0f s; ending the pipeline",
-        stage_id,
-        rejoin().window_s,
-    )
-    await fail_pipeline(orchestrator, outage.details, outage.code)
+    if not live:
+        rejoin().wait_for_replica(stage_id, died_with, code, functools.partial(fail_pipeline, orchestrator))
