@@ -22,6 +22,10 @@ it from a real payload by its first byte, then its 16-byte header (`peek`): payl
 documents, and a msgpack document that starts with the frame's magic byte 0x4F (the fixint 79) is
 one byte long, while a frame is at least 24 bytes and its header states its exact length.
 
+The orchestrator reads a failed stage output's record with `output_record`, whichever peer sent it
+(an omni-errors stage's record, vLLM's `RequestError`, or the 0.30 flat fields), and what a lost
+replica died of with `died_of`.
+
 The writers and readers are vLLM-Omni's own code (the upstream series) or the plugin's patches:
 both call these, so each side reads what the other wrote. A fatal failure's exit code is noted in
 the process's fatal state (`omni_errors.fatal.process`) where it is first seen (`record_failure`).
@@ -41,7 +45,7 @@ from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.fatal.policy import fatal_cause
 from omni_errors.semantics.core_table import fatal_record, stage_failure_record
 from omni_errors.semantics.ids import with_ids
-from omni_errors.semantics.legacy import to_legacy
+from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
 
 __all__ = [
     "EXIT_KEY",
@@ -51,8 +55,10 @@ __all__ = [
     "Tombstone",
     "attach",
     "carried",
+    "died_of",
     "failure_frame_fields",
     "frame_fields",
+    "output_record",
     "record_failure",
     "stage_failure",
     "tombstone_from",
@@ -146,6 +152,49 @@ def carried(carrier: Any) -> Carried | None:
         return Carried(details, code)
     value = getattr(carrier, RECORD_ATTR, None)
     return value if isinstance(value, Carried) else None
+
+
+def output_record(output: Any, *, request_id: str | None, stage_id: int | None, error: str | None = None) -> Carried:
+    """The record of a failed stage output, whichever peer produced it (what the orchestrator answers).
+
+    In order: the record an omni-errors stage attached (`carried`); vLLM's `RequestError` (LLM
+    stages on vLLM >= 0.31, `.error`); the 0.30 flat fields (`error`/`error_status_code`/`error_type`,
+    or `error`, the text of an LLM stage's `FinishReason.ERROR`), read by `omni_errors.semantics.legacy`.
+    """
+    value = carried(output)
+    if value is not None:
+        return Carried(with_ids(value.details, request_id=request_id, stage_id=stage_id), value.exit_code)
+    request_error: Any = getattr(output, "error", None)  # vLLM's `RequestError` (vLLM >= 0.31), or text
+    if is_request_error(request_error):
+        return stage_failure(request_error.to_exception(), request_id=request_id, stage_id=stage_id)
+    if error is not None:  # an LLM stage's FinishReason.ERROR: only text, so a server failure
+        flat: Any = {"error": error, "status_code": getattr(output, "error_status_code", None)}
+    else:
+        flat = output
+    details = from_legacy(flat, request_id=request_id, stage_id=stage_id)
+    if details is None:  # an error output without text or status
+        details = stage_failure_record(request_id=request_id, stage_id=stage_id)
+    return Carried(details)
+
+
+def died_of(
+    said: Carried | None, *, stage_id: int | None, remote: bool, error: object = None
+) -> tuple[OmniErrorDetails, ExitCode]:
+    """What a lost replica died of, and the exit code that implies for its pipeline.
+
+    What the replica said (its proc's death notice or last fatal record, 80 when that names no code;
+    86 for a remote one); else, for a remote replica, its lost link (86); else 80 when the error that
+    reported the loss carried a record (a dead engine), and 85 when the replica vanished without a word.
+    """
+    if said is not None:
+        return said.details, said.exit_code or (ExitCode.LINK_LOST if remote else ExitCode.FATAL_ENGINE)
+    if remote:
+        code = ExitCode.LINK_LOST
+    elif isinstance(getattr(error, "details", None), OmniErrorDetails):
+        code = ExitCode.FATAL_ENGINE
+    else:
+        code = ExitCode.STAGE_LOST
+    return fatal_record(stage_id=stage_id), code
 
 
 def failure_frame_fields(exc: BaseException, *, request_id: str | None = None) -> dict[str, Any]:

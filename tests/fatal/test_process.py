@@ -44,3 +44,20 @@ def test_where_stages_decide_an_answered_record_ends_nothing_until_reset() -> No
     assert not fatal.stages_decide()
     fatal.answered(_FATAL)
     assert fatal.exit_code() is ExitCode.FATAL_ENGINE
+
+
+def test_ending_the_pipeline_declares_once_and_answers_each_request_with_the_canonical_record() -> None:
+    stops: list[OmniErrorDetails] = []
+    fatal.on_fatal(stops.append)
+    client_failure = OmniErrorDetails("height must be a multiple of 16", "client", 400, "BadRequestError", stage_id=1)
+    answers = fatal.end_pipeline(client_failure, ExitCode.STAGE_LOST, ["r1", "r2"])
+    assert answers is not None
+    assert [(a.request_id, a.stage_id, a.fatal, a.status_code) for a in answers] == [
+        ("r1", 1, True, 500),
+        ("r2", 1, True, 500),
+    ]
+    assert answers[0].message == DEAD_MESSAGE  # a client's words never answer a dead pipeline
+    assert fatal.exit_code() is ExitCode.STAGE_LOST and len(stops) == 1
+    # The pipeline has ended: a later failure answers nothing and changes neither record nor code.
+    assert fatal.end_pipeline(_FATAL, ExitCode.OOM, ["r3"]) is None
+    assert fatal.exit_code() is ExitCode.STAGE_LOST and len(stops) == 1

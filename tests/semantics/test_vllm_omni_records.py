@@ -7,14 +7,25 @@ LLM stages cannot start on CPU, so their hop is tested here with the real `Engin
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 import torch
 from omni_errors import OmniErrorDetails, encode
-from omni_errors.carry import EXIT_KEY, FRAME_KEY, Carried, carried, failure_frame_fields, frame_fields, stage_failure
+from omni_errors.carry import (
+    EXIT_KEY,
+    FRAME_KEY,
+    Carried,
+    carried,
+    died_of,
+    failure_frame_fields,
+    frame_fields,
+    output_record,
+    stage_failure,
+)
 from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni.records import output_record
+from omni_errors.semantics.core_table import fatal_record
 from vllm.v1.engine import EngineCoreOutput, FinishReason
 from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -146,3 +157,22 @@ def test_a_stage_without_the_plugin_sends_oom_text_that_becomes_a_server_error_w
     details = output_record(legacy, request_id="r1", stage_id=0).details
     assert (details.category, details.status_code, details.stage_id) == ("server", 500, 0)
     assert "Tried to allocate 20.00 GiB" in error_body(details)["error"]["message"]
+
+
+def test_a_lost_replica_died_of_what_it_said_else_of_how_it_was_lost() -> None:
+    said = fatal_record(stage_id=1)
+    oom = Carried(said, ExitCode.OOM)
+    assert died_of(oom, stage_id=1, remote=False) == died_of(oom, stage_id=1, remote=True) == (said, ExitCode.OOM)
+    no_code = Carried(said)  # a death notice that names no code
+    assert died_of(no_code, stage_id=1, remote=False)[1] is ExitCode.FATAL_ENGINE
+    assert died_of(no_code, stage_id=1, remote=True)[1] is ExitCode.LINK_LOST
+    silent = {  # nothing said: how the loss was reported decides
+        "remote": died_of(None, stage_id=1, remote=True),
+        "dead engine": died_of(None, stage_id=1, remote=False, error=SimpleNamespace(details=fatal_record(stage_id=1))),
+        "vanished": died_of(None, stage_id=1, remote=False, error=EngineDeadError()),
+    }
+    assert silent == {
+        "remote": (said, ExitCode.LINK_LOST),
+        "dead engine": (said, ExitCode.FATAL_ENGINE),
+        "vanished": (said, ExitCode.STAGE_LOST),
+    }

@@ -6,12 +6,14 @@ on the real processes is tests/vllm_omni/test_multinode_*.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import time
 
+from omni_errors import OmniErrorDetails
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record, unavailable_record
@@ -60,6 +62,27 @@ def test_a_window_expires() -> None:
         time.sleep(0.01)
     assert rejoin.expired(0) is opened
     assert opened.retry_after() == opened.seconds_left() == 1  # never "retry now", never past the window
+
+
+def test_a_window_that_passes_without_a_replica_ends_the_pipeline_and_a_closed_one_does_not() -> None:
+    ended: list[tuple[int | None, ExitCode]] = []
+
+    async def end(details: OmniErrorDetails, code: ExitCode) -> None:
+        ended.append((details.stage_id, code))
+
+    async def windows() -> None:
+        rejoin = Rejoin(window_s=0.2)
+        # Stage 1's window opens first, so its check runs first: by the time stage 0's ends the
+        # pipeline, stage 1's has run and found its replica back.
+        rejoin.wait_for_replica(1, fatal_record(stage_id=1), ExitCode.OOM, end)
+        rejoin.close(1)  # stage 1's replica registered in time
+        rejoin.wait_for_replica(0, fatal_record(stage_id=0), ExitCode.LINK_LOST, end)
+        deadline = time.monotonic() + EXPIRY_BOUND
+        while not ended and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    asyncio.run(windows())
+    assert ended == [(0, ExitCode.LINK_LOST)]
 
 
 def test_a_refused_request_is_told_503_with_its_stage() -> None:

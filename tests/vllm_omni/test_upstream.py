@@ -95,12 +95,19 @@ def test_a_target_once_retired_stays_retired_on_every_later_prefix(target: Targe
 
 
 #: The targets whose original the series could change (vLLM's own and pyzmq's are not in the tree).
-IN_TREE = [t for t in TARGETS if not t.upstreamed and t.source[0].startswith("vllm_omni.")]
+IN_TREE = [t for t in TARGETS if t.source[0].startswith("vllm_omni.")]
+
+
+def _retired_on(tree: Path, target: Target) -> bool:
+    return bool(target.upstreamed) and _fingerprint(tree, *target.upstream_source) in target.upstreamed.values()
 
 
 @pytest.mark.parametrize("target", IN_TREE, ids=lambda t: t.key)
-def test_every_other_target_keeps_a_fingerprint_the_plugin_accepts(target: Target, prefixes: list[Path]) -> None:
-    for tree in prefixes:
+def test_until_its_patch_a_target_keeps_a_fingerprint_the_plugin_accepts(target: Target, prefixes: list[Path]) -> None:
+    """On every prefix before the patch that retires it (on all of them, for a target the series
+    leaves), a target's source and its calling contexts are ones the plugin patches."""
+    waiting = [tree for tree in prefixes if not _retired_on(tree, target)]
+    for tree in waiting:
         assert _fingerprint(tree, *target.source) in target.fingerprints.values(), tree.name
         for context in target.in_except:
             module, _, caller = context.caller.partition(":")
@@ -560,6 +567,192 @@ async def outage():
 
 
 report["outage"] = asyncio.run(outage())
+"""
+
+#: After `_OUTAGE`, from a clean fatal state: `_handle_stage_error` on a CFG companion's client error, on
+#: an OOM from a one-host replica (the pipeline ends) and on the same OOM from a remote replica (the
+#: replica is dead, the pipeline serves on). `_BOUNDARY`, next, resets the fatal state again.
+_STAGE_ERROR = r"""
+import asyncio
+from omni_errors import OmniErrorDetails
+from omni_errors.carry import Carried, attach
+from omni_errors.fatal import process as fatal_state
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.link_watch import RemoteReplica
+from omni_errors.semantics.core_table import fatal_record
+from vllm_omni.engine.orchestrator import OrchestratorBase
+
+
+def failed_output(request_id, details, code=None):
+    output = SimpleNamespace(request_id=request_id, error=None, error_status_code=None, error_type=None)
+    attach(output, Carried(details, code))
+    return output
+
+
+async def stage_error(output, *, remote=False):
+    fatal_state.reset()
+    orch = OrchestratorBase.__new__(OrchestratorBase)
+    orch.output_async_queue, orch.request_async_queue = asyncio.Queue(), asyncio.Queue()
+    cleaned = []
+
+    async def cleanup(request_ids, **kwargs):
+        cleaned.append([list(request_ids), kwargs["abort"]])
+        for request_id in request_ids:
+            orch.request_states.pop(request_id, None)
+
+    orch._cleanup_request_ids = cleanup
+    orch._cfg_tracker = SimpleNamespace(
+        is_companion=lambda request_id: request_id.endswith("-cfg"),
+        get_parent_id=lambda request_id: request_id.removesuffix("-cfg"),
+        cleanup_parent=lambda request_id: [f"{request_id}-cfg"],
+    )
+    manager = RemoteReplica.__new__(RemoteReplica) if remote else None
+    replica = SimpleNamespace(_proc_manager=manager, _engine_dead=False)
+    orch.stage_pools = {1: SimpleNamespace(get_bound_replica_id=lambda request_id: 0, clients=[replica])}
+    orch._membership = object() if remote else None
+    orch.request_states = {"r1": None, "r2": None}
+    await orch._handle_stage_error(1, output)
+    answers = []
+    while not orch.output_async_queue.empty():
+        details = orch.output_async_queue.get_nowait().details
+        answers.append([details.request_id, details.status_code, details.error_type, details.parameter, details.fatal])
+    stops = []
+    while not orch.request_async_queue.empty():
+        stops.append(type(orch.request_async_queue.get_nowait()).__name__)
+    code = fatal_state.exit_code()
+    return {"answers": answers, "cleaned": cleaned, "stops": stops, "exit": code and int(code),
+            "replica_dead": replica._engine_dead}
+
+
+client = OmniErrorDetails("height must be a multiple of 16", "client", 400, "BadRequestError", parameter="height")
+oom = fatal_record(stage_id=1)
+report["stage_error"] = {
+    "client error, CFG companion": asyncio.run(stage_error(failed_output("r1-cfg", client))),
+    "oom, one host": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM))),
+    "oom, remote replica": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM), remote=True)),
+}
+fatal_state.reset()
+"""
+
+#: After `_STAGE_ERROR`: `_handle_dead_replica` on stage 7 for each way a replica is lost: a subprocess
+#: replica that said it died of an OOM while another serves on, then as the last one; one that
+#: vanished without a word; an inline replica whose executor was lost; a remote replica (multi-node
+#: head), whose stage's rejoin window opens and, shortened here, passes. The clients are vLLM-Omni's
+#: own classes; their sockets, pool and membership are stand-ins.
+_DEAD_REPLICA = r"""
+import asyncio
+import time
+import zmq
+from omni_errors.carry import Carried
+from omni_errors.fatal import process as fatal_state
+from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.link_watch import RemoteReplica
+from omni_errors.semantics.core_table import fatal_record
+from omni_errors.server.rejoin import rejoin
+from vllm.v1.engine.exceptions import EngineDeadError
+from vllm_omni.diffusion.inline_stage_diffusion_client import InlineStageDiffusionClient
+from vllm_omni.diffusion.stage_diffusion_client import StageDiffusionClient
+from vllm_omni.engine.orchestrator import OrchestratorBase
+
+
+class NothingLeft:  # a response socket whose frames were all read
+    def recv(self, flags=0):
+        raise zmq.Again()
+
+
+class Pool:
+    def __init__(self, clients, bound):
+        self.clients, self.bound = clients, bound
+
+    def evict_replica(self, replica_id):
+        self.clients[replica_id] = None
+
+    def live_replica_ids(self):
+        return [i for i, client in enumerate(self.clients) if client is not None]
+
+    def get_bound_replica_id(self, request_id):
+        return self.bound.get(request_id)
+
+
+def subprocess_replica(said=None, remote=False):
+    client = StageDiffusionClient.__new__(StageDiffusionClient)
+    client.stage_id, client.replica_id = 7, 0
+    client._response_socket, client._decoder = NothingLeft(), SimpleNamespace(death=None)
+    client._proc_manager = RemoteReplica.__new__(RemoteReplica) if remote else None
+    client.request_address = "tcp://10.0.0.7:5000"
+    if said is not None:
+        client.last_fatal = said
+    return client
+
+
+def inline_replica():
+    client = InlineStageDiffusionClient.__new__(InlineStageDiffusionClient)
+    client.stage_id, client.replica_id, client._engine_dead = 7, 0, True
+    return client
+
+
+async def dead_replica(client, *, others=0, remote=False, window_s=None):
+    fatal_state.reset()
+    orch = OrchestratorBase.__new__(OrchestratorBase)
+    orch.output_async_queue, orch.request_async_queue = asyncio.Queue(), asyncio.Queue()
+    orch._stage_replica_waiting, orch._prom_metrics, orch._engines_waiting_counter = {}, None, None
+    cleaned = set()
+
+    async def cleanup(request_ids, **kwargs):
+        cleaned.update(request_ids)
+        for request_id in request_ids:
+            orch.request_states.pop(request_id, None)
+
+    orch._cleanup_request_ids = cleanup
+    orch._cfg_tracker = SimpleNamespace(cleanup_parent=lambda request_id: [])
+    pool = Pool([client, *(object() for _ in range(others))], {"r1": 0, "r2": 1 if others else 0})
+    unregistered = []
+
+    async def handle_unregister(stage_id, address):
+        unregistered.append(address)
+        pool.clients[0] = None  # detached by address
+
+    orch._membership = SimpleNamespace(handle_unregister=handle_unregister) if remote else None
+    orch.stage_pools = {7: pool}
+    orch.request_states = {rid: SimpleNamespace(stage_submit_ts={7: 0.0}) for rid in ("r1", "r2")}
+    orch.request_states["r3"] = SimpleNamespace(stage_submit_ts={})  # not routed through stage 7
+    if window_s is not None:
+        rejoin().window_s = window_s
+    await orch._handle_dead_replica(7, 0, EngineDeadError("replica 0 of stage 7 died"))
+    outage = rejoin().outage(7)
+    deadline = time.monotonic() + 30
+    while outage is not None and orch.request_async_queue.empty() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # the window passes: the pipeline ends
+    answers = []
+    while not orch.output_async_queue.empty():
+        details = orch.output_async_queue.get_nowait().details
+        answers.append([details.request_id, details.status_code, details.fatal])
+    stops = []
+    while not orch.request_async_queue.empty():
+        stops.append(type(orch.request_async_queue.get_nowait()).__name__)
+    code = fatal_state.exit_code()
+    return {
+        "answers": sorted(answers),
+        "cleaned": sorted(cleaned),
+        "stops": stops,
+        "exit": code and int(code),
+        "unregistered": unregistered,
+        "window": None if outage is None else [outage.stage_id, int(outage.code)],
+    }
+
+
+oom = Carried(fatal_record(stage_id=7), ExitCode.OOM)
+window_s = rejoin().window_s
+report["dead_replica"] = {
+    "oom, another replica serves on": asyncio.run(dead_replica(subprocess_replica(oom), others=1)),
+    "oom, the last replica": asyncio.run(dead_replica(subprocess_replica(oom))),
+    "vanished, the last replica": asyncio.run(dead_replica(subprocess_replica())),
+    "inline, executor lost": asyncio.run(dead_replica(inline_replica())),
+    "remote, the last replica": asyncio.run(dead_replica(subprocess_replica(remote=True), remote=True, window_s=0.3)),
+}
+rejoin().window_s = window_s
+rejoin().close(7)
+fatal_state.reset()
 """
 
 _VIDEO = r"""
@@ -1238,6 +1431,8 @@ _COMPARED = (
     _TOMBSTONES,
     _MEMBERSHIP,
     _OUTAGE,
+    _STAGE_ERROR,
+    _DEAD_REPLICA,
     _BOUNDARY,
     _ADMISSION,
     _OWN_TRANSPORT,  # last: it switches the plugin off
@@ -1379,6 +1574,88 @@ def test_a_stage_in_its_rejoin_window_refuses_at_once_on_both_trees(tree: str, r
     assert outage["generate, after a fatal failure"][1:] == [500, True, None]
     if tree == "series":
         assert outage == request.getfixturevalue("on_the_release")["outage"]
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_both_trees(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """`_handle_stage_error`: a CFG companion's client error answers its parent with the stage's record
+    (400, `parameter`), and the pipeline serves on; an OOM on one host answers every request in flight
+    with the fatal record, stops the orchestrator through its own shutdown message and makes 81 the
+    exit code; the same OOM from a remote replica marks that replica dead and ends nothing. The
+    plugin's replacement on the release, vLLM-Omni's own on the series (patch 30): the same answers."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_stage_error"
+    assert (key in report["patched"]) is (tree == "release")
+    stage_error = report["stage_error"]
+    assert stage_error["client error, CFG companion"] == {
+        "answers": [["r1", 400, "BadRequestError", "height", False]],
+        "cleaned": [[["r1", "r1-cfg"], True]],
+        "stops": [],
+        "exit": None,
+        "replica_dead": False,
+    }
+    fatal = [500, "InternalServerError", None, True]
+    assert stage_error["oom, one host"] == {
+        "answers": [["r1", *fatal], ["r2", *fatal]],  # its own answer, then every other one in flight
+        "cleaned": [[["r1", "r1-cfg"], True], [["r2"], False]],
+        "stops": ["ShutdownRequestMessage"],
+        "exit": 81,
+        "replica_dead": False,
+    }
+    assert stage_error["oom, remote replica"] == {
+        "answers": [["r1", *fatal]],
+        "cleaned": [[["r1", "r1-cfg"], True]],
+        "stops": [],
+        "exit": None,
+        "replica_dead": True,
+    }
+    if tree == "series":
+        assert stage_error == request.getfixturevalue("on_the_release")["stage_error"]
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both_trees(
+    tree: str, request: pytest.FixtureRequest
+) -> None:
+    """`_handle_dead_replica`: a replica that dies while another serves fails only its own requests; the
+    last one ends the pipeline (every request in flight answered, the orchestrator's own shutdown) with
+    what it said it died of (81), 85 when it vanished without a word, 80 for an inline stage whose
+    executor was lost; a remote replica is detached through the membership controller, its requests
+    answered as lost (not fatal), and its stage's window opened: the pipeline ends only when the window
+    passes, with 86. The plugin's wrap on the release, vLLM-Omni's own on the series (patch 31)."""
+    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_dead_replica"
+    assert (key in report["patched"]) is (tree == "release")
+    dead = report["dead_replica"]
+    local = {"unregistered": [], "window": None}
+    assert dead["oom, another replica serves on"] == {
+        **local,
+        "answers": [["r1", 500, True]],  # r2 is bound to the live replica
+        "cleaned": ["r1"],
+        "stops": [],
+        "exit": None,
+    }
+    ended = {  # the stage's requests answered as fatal, then r3, in flight elsewhere, with the record
+        **local,
+        "answers": [["r1", 500, True], ["r2", 500, True], ["r3", 500, True]],
+        "cleaned": ["r1", "r2", "r3"],
+        "stops": ["ShutdownRequestMessage"],
+    }
+    assert dead["oom, the last replica"] == {**ended, "exit": 81}
+    assert dead["vanished, the last replica"] == {**ended, "exit": 85}
+    assert dead["inline, executor lost"] == {**ended, "exit": 80}
+    assert dead["remote, the last replica"] == {
+        "answers": [["r1", 500, False], ["r2", 500, False], ["r3", 500, True]],  # lost, then the window passed
+        "cleaned": ["r1", "r2", "r3"],
+        "stops": ["ShutdownRequestMessage"],
+        "exit": 86,
+        "unregistered": ["tcp://10.0.0.7:5000"],
+        "window": [7, 86],
+    }
+    if tree == "series":
+        assert dead == request.getfixturevalue("on_the_release")["dead_replica"]
 
 
 _MEMBERSHIP_TARGETS = ("MembershipController.start", "MembershipController._do_register")

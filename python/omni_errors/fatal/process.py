@@ -2,7 +2,8 @@
 
 Every process of a vLLM-Omni server has one (API process, StageDiffusionProc, workers), whether the
 calls come from vLLM-Omni itself (the upstream series) or from the plugin's patches: code that
-recognises a fatal failure calls `declare` (or `note`, when it only sees the failure's type); the
+recognises a fatal failure calls `declare` (or `note`, when it only sees the failure's type; or
+`end_pipeline`, the orchestrator, which also answers its in-flight requests with the record); the
 parts that end the process subscribe with `on_fatal` (the API server's stop, the orchestrator's
 pipeline shutdown) and read `exit_code()` when the process ends. A fatal record answered to a client
 ends the process through `answered`, unless its stages decide when it ends (`defer_to_stages`: a
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.policy import FatalState
+from omni_errors.fatal.policy import FatalState, canonical_fatal
+from omni_errors.semantics.ids import with_request_id
 
 __all__ = [
     "answered",
     "declare",
     "declared",
     "defer_to_stages",
+    "end_pipeline",
     "exit_code",
     "note",
     "on_fatal",
@@ -74,6 +77,21 @@ def declare(details: OmniErrorDetails, code: ExitCode) -> bool:
             except Exception:  # one subscriber failing must not stop the others
                 _log.exception("omni-errors: fatal-failure callback failed")
     return first
+
+
+def end_pipeline(
+    details: OmniErrorDetails, code: ExitCode, request_ids: Iterable[str]
+) -> list[OmniErrorDetails] | None:
+    """A fatal failure ends the pipeline: declare it, and return the record each in-flight request of
+    `request_ids` is answered with (its canonical fatal record). None when the pipeline had already
+    ended: its first failure stands, with its exit code, and its requests were answered then."""
+    if declared() is not None:
+        return None
+    details = canonical_fatal(details)
+    # Declared before any request is answered: the API process renders those answers as fatal, and
+    # the cause decided here (a lost stage, say) must be the exit code, not their echo.
+    declare(details, code)
+    return [with_request_id(details, request_id) for request_id in request_ids]
 
 
 def answered(details: OmniErrorDetails) -> None:

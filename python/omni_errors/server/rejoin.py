@@ -6,20 +6,23 @@ replica opens a window (`REJOIN_WINDOW_ENV`, default `DEFAULT_REJOIN_WINDOW_S`).
 new request for the stage is refused at once with 503 (`unavailable_answer`) and a `Retry-After`
 (`retry_after`: the short hint, never past the window's end; `rebuilt` gives a record's exception
 with it); a replica that registers closes it; when it passes, the pipeline ends with the outage's
-exit code. A new request is refused at once while the head cannot serve it (`refuse_new_request`:
-also after a fatal failure).
+exit code (`Rejoin.wait_for_replica` calls the orchestrator's end of the pipeline then). A new
+request is refused at once while the head cannot serve it (`refuse_new_request`: also after a fatal
+failure).
 
 The windows are process-wide: the orchestrator's thread opens and closes them, the API's loop reads
-them. vLLM-Omni's own code closes a stage's window and reads them (the upstream series); the
-vLLM-Omni plugin opens them, and reads them where vLLM-Omni does not yet.
+them. vLLM-Omni's own code opens, closes and reads them (the upstream series); the vLLM-Omni plugin
+does the same where vLLM-Omni does not yet.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from omni_errors._native import OmniErrorDetails
@@ -32,6 +35,7 @@ from omni_errors.server.answer_headers import retry_later
 __all__ = [
     "DEFAULT_REJOIN_WINDOW_S",
     "REJOIN_WINDOW_ENV",
+    "Ending",
     "Outage",
     "Rejoin",
     "rebuilt",
@@ -69,6 +73,10 @@ class Outage:
         return min(RETRY_AFTER_S, self.seconds_left())
 
 
+#: The orchestrator's end of the pipeline (`omni_errors.fatal.process.end_pipeline` and its answers).
+Ending = Callable[[OmniErrorDetails, ExitCode], Awaitable[None]]
+
+
 class Rejoin:
     """The rejoin windows of this process's stages."""
 
@@ -76,6 +84,7 @@ class Rejoin:
         self.window_s = window_s
         self._lock = threading.Lock()
         self._outages: dict[int, Outage] = {}
+        self._checks: set[asyncio.Task[None]] = set()  # the window checks, kept alive until they run
 
     def open(self, stage_id: int, details: OmniErrorDetails, code: ExitCode) -> Outage:
         """Stage `stage_id` lost its last replica: its window starts now (an open one is kept)."""
@@ -96,6 +105,29 @@ class Rejoin:
                 int(code),
             )
         return outage
+
+    def wait_for_replica(self, stage_id: int, details: OmniErrorDetails, code: ExitCode, end: Ending) -> Outage:
+        """`open` the window of `stage_id` and, on the running loop, `await end(details, code)` of its
+        outage once the window has passed without a replica (the pipeline ends there)."""
+        outage = self.open(stage_id, details, code)
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, outage.deadline - time.monotonic()) + 0.05  # just past the deadline: `expired` says so
+        loop.call_later(delay, self._check_soon, stage_id, end)
+        return outage
+
+    def _check_soon(self, stage_id: int, end: Ending) -> None:
+        task = asyncio.get_running_loop().create_task(self._end_if_expired(stage_id, end))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _end_if_expired(self, stage_id: int, end: Ending) -> None:
+        outage = self.expired(stage_id)
+        if outage is None:  # a replica registered in time
+            return
+        _log.critical(
+            "omni-errors: no replica of stage-%d registered within %.0f s; ending the pipeline", stage_id, self.window_s
+        )
+        await end(outage.details, outage.code)
 
     def close(self, stage_id: int) -> Outage | None:
         """A replica of `stage_id` registered: its outage (if any) is over."""

@@ -319,6 +319,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="the orchestrator stops the membership watcher before it waits for its tasks"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_stage_error",
            "orchestrator:make_handle_stage_error", Kind.REPLACE, {_R030: "2d273c998302652c"},
+           upstreamed={_R030: "01ace570dd19ac74"},
            relies_on=("OrchestratorBase._cfg_tracker", "OrchestratorBase.output_async_queue",
                       "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
                       "OrchestratorBase.request_async_queue", "OrchestratorBase.stage_pools",
@@ -330,9 +331,11 @@ TARGETS: tuple[Target, ...] = (
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
                 "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage` (from a "
                 "remote replica, the replica is lost instead: see `_handle_dead_replica`)",
-           upstream="the same, in vLLM-Omni"),
+           upstream="`_handle_stage_error` reads `omni_errors.carry.output_record`; a fatal record ends the pipeline "
+                    "through `_fail_pipeline` (`omni_errors.fatal.process.end_pipeline`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
            "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
+           upstreamed={_R030: "303cdbedebf6ec8a"},
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
@@ -348,7 +351,9 @@ TARGETS: tuple[Target, ...] = (
                 "inline stage, marked dead only when its executor reported its loss). A lost "
                 "remote replica is answered and detached through the membership's own unregister, and its "
                 "stage waits for a replica (`distributed`)",
-           upstream="a dead pipeline ends the server; " + _REJOIN_UPSTREAM),
+           upstream="each stage client's `last_words()` and `omni_errors.carry.died_of` give the exit code; a stage "
+                    "without a live replica ends the pipeline (`_fail_pipeline`); a remote replica is detached and "
+                    "its stage waits (`omni_errors.server.rejoin.rejoin().wait_for_replica`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
            upstreamed={_R030: "2050b14b952da0ad"},

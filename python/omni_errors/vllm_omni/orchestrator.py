@@ -17,22 +17,21 @@
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.carry import Carried
+from omni_errors.carry import died_of, output_record
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.policy import canonical_fatal
 from omni_errors.link_watch import RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.server.rejoin import rejoin
 from omni_errors.vllm_omni.client import last_words
-from omni_errors.vllm_omni.records import error_message_class, output_record, record_message_class
+from omni_errors.vllm_omni.records import error_message_class, record_message_class
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -51,22 +50,19 @@ REPLICA_LOST = "stage replica disappeared"
 
 
 async def fail_pipeline(orchestrator: Any, details: OmniErrorDetails, code: ExitCode) -> None:
-    """Answer every in-flight request with `details`, stop the orchestrator, declare the process fatal."""
-    if fatal.declared() is not None:
-        return
-    details = canonical_fatal(details)
-    # Declared before any request is answered: the API process renders those answers as fatal,
-    # and the cause decided here (a lost stage, say) must be the exit code, not their echo.
-    fatal.declare(details, code)
-    message_cls = error_message_class()
+    """End the pipeline (once per process, `fatal.end_pipeline`): every in-flight request gets the
+    fatal record, then the orchestrator stops through its own `ShutdownRequestMessage`."""
     request_ids = list(orchestrator.request_states)
-    for request_id in request_ids:
-        await orchestrator.output_async_queue.put(message_cls.of(with_request_id(details, request_id)))
-    if request_ids:
-        await orchestrator._cleanup_request_ids(request_ids, abort=False, release_owners=True)
+    answers = fatal.end_pipeline(details, code, request_ids)
+    if answers is None:
+        return
+    message_cls = error_message_class()
+    for answer in answers:
+        await orchestrator.output_async_queue.put(message_cls.of(answer))
+    await orchestrator._cleanup_request_ids(request_ids, abort=False, release_owners=True)
     from vllm_omni.engine.messages import ShutdownRequestMessage
 
-    await orchestrator.request_async_queue.put(ShutdownRequestMessage())  # the orchestrator's own stop path
+    await orchestrator.request_async_queue.put(ShutdownRequestMessage())
 
 
 def make_error_message(module: ModuleType, original: type) -> Any:
@@ -139,16 +135,11 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         pool = self.stage_pools[stage_id]
         # Read before the original closes its socket: the records the proc sent before it died.
         client = _client(self, stage_id, replica_id)
-        death = last_words(client) if client is not None else None
+        said = last_words(client) if client is not None else None
+        _, code = died_of(said, stage_id=stage_id, remote=False, error=error)
         await original(self, stage_id, replica_id, error)
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
-        if death is not None:
-            code = death.exit_code or ExitCode.FATAL_ENGINE
-        elif isinstance(getattr(error, "details", None), OmniErrorDetails):
-            code = ExitCode.FATAL_ENGINE
-        else:
-            code = ExitCode.STAGE_LOST
         _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)
         await fail_pipeline(self, fatal_record(stage_id=stage_id), code)
 
@@ -158,15 +149,15 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
 async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
     """A remote replica is gone: answer its requests, detach it (so that it may register again), and
     if its stage has no replica left, open the stage's rejoin window."""
-    death = last_words(client) or Carried(fatal_record(stage_id=stage_id), ExitCode.LINK_LOST)
+    died_with, code = died_of(last_words(client), stage_id=stage_id, remote=True)
     _log.error(
         "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
         stage_id,
         replica_id,
-        death.details.status_code,
-        death.details.error_type,
+        died_with.status_code,
+        died_with.error_type,
     )
-    fatal.note(death.exit_code or ExitCode.LINK_LOST)
+    fatal.note(code)
     pool = orchestrator.stage_pools[stage_id]
     # vLLM-Omni's own unregister path answers the requests routed to the replica and detaches it.
     await orchestrator._membership.handle_unregister(stage_id, client.request_address)
@@ -184,30 +175,5 @@ async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int
         await orchestrator.output_async_queue.put(lost)
     if stranded:
         await orchestrator._cleanup_request_ids(stranded, abort=True, release_owners=True)
-    if live:
-        return
-    outage = rejoin().open(stage_id, death.details, death.exit_code or ExitCode.LINK_LOST)
-    loop = asyncio.get_running_loop()
-    loop.call_later(max(0.0, outage.deadline - loop.time() + 0.05), _expire_soon, orchestrator, stage_id)
-
-
-_expiries: set[asyncio.Task[None]] = set()  # the window checks, kept alive until they run
-
-
-def _expire_soon(orchestrator: Any, stage_id: int) -> None:
-    task = asyncio.get_running_loop().create_task(_expire(orchestrator, stage_id))
-    _expiries.add(task)
-    task.add_done_callback(_expiries.discard)
-
-
-async def _expire(orchestrator: Any, stage_id: int) -> None:
-    """The window of `stage_id` has passed without a replica: the pipeline ends."""
-    outage = rejoin().expired(stage_id)
-    if outage is None:  # a replica registered in time (or the window is not over)
-        return
-    _log.critical(
-        "omni-errors: no replica of stage-%d registered within %.0f s; ending the pipeline",
-        stage_id,
-        rejoin().window_s,
-    )
-    await fail_pipeline(orchestrator, outage.details, outage.code)
+    if not live:
+        rejoin().wait_for_replica(stage_id, died_with, code, functools.partial(fail_pipeline, orchestrator))

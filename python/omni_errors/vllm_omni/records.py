@@ -1,9 +1,7 @@
-"""The record on vLLM-Omni's own messages and outputs (the carriers themselves are
-`omni_errors.carry`'s):
-
-- the orchestrator's and the membership controller's `ErrorMessage`: a subclass with a `details`
-  field (`record_message_class`); one built from flat fields only gets its record from them;
-- a failed stage output, whichever peer produced it (`output_record`).
+"""The record on vLLM-Omni's own `ErrorMessage` (the orchestrator's and the membership
+controller's): a subclass with a `details` field (`record_message_class`); one built from flat
+fields only gets its record from them. A failed stage output's record is `omni_errors.carry`'s
+`output_record`.
 """
 
 from __future__ import annotations
@@ -11,46 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.carry import Carried, carried, stage_failure
-from omni_errors.semantics.core_table import stage_failure_record
-from omni_errors.semantics.ids import with_ids
-from omni_errors.semantics.legacy import from_error_message, from_legacy, is_request_error, to_legacy
+from omni_errors.semantics.legacy import from_error_message, to_legacy
 
 __all__ = [
     "error_message_class",
     "message_record",
-    "output_record",
     "record_message_class",
 ]
-
-
-def _request_error(output: Any) -> Any:
-    """vLLM's `RequestError` on an `EngineCoreOutput` (`.error`, vLLM >= 0.31), if there is one."""
-    error = getattr(output, "error", None)
-    return error if is_request_error(error) else None
-
-
-def output_record(output: Any, *, request_id: str | None, stage_id: int | None, error: str | None = None) -> Carried:
-    """The record of a failed stage output, whichever peer produced it.
-
-    In order: the record a plugin-enabled stage attached; vLLM's `RequestError` (LLM stages on
-    vLLM >= 0.31); the 0.30 flat fields (`error`/`error_status_code`/`error_type`, or `error`, the
-    text of an LLM stage's `FinishReason.ERROR`), read by `omni_errors.semantics.legacy`.
-    """
-    value = carried(output)
-    if value is not None:
-        return Carried(with_ids(value.details, request_id=request_id, stage_id=stage_id), value.exit_code)
-    request_error = _request_error(output)
-    if request_error is not None:
-        return stage_failure(request_error.to_exception(), request_id=request_id, stage_id=stage_id)
-    if error is not None:  # an LLM stage's FinishReason.ERROR: only text, so a server failure
-        flat: Any = {"error": error, "status_code": getattr(output, "error_status_code", None)}
-    else:
-        flat = output
-    details = from_legacy(flat, request_id=request_id, stage_id=stage_id)
-    if details is None:  # an error output without text or status
-        details = stage_failure_record(request_id=request_id, stage_id=stage_id)
-    return Carried(details)
 
 
 _message_classes: dict[type, Any] = {}
