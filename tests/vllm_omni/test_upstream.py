@@ -66,6 +66,7 @@ def test_each_patch_says_what_it_retires_fixes_tests_and_notes() -> None:
     retired: list[str] = []
     for patch in upstream_tree.patches():
         text = patch.read_text()
+        assert text.splitlines()[1] == "From: omni-errors <omni-errors@localhost>", f"{patch.name}: its author"
         for heading in ("RFC phase", "Retires (omni-errors manifest):", "Fixes:", "Tests:", "Release note:", "Size:"):
             assert heading in text, f"{patch.name} has no {heading!r}"
         retired += _retires(patch)
