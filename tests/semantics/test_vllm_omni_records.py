@@ -1,4 +1,4 @@
-"""How the vLLM-Omni plugin reads a failure on the stage side, with vLLM's own output classes.
+"""How a failure on the stage side is read (`omni_errors.carry`), with vLLM's own output classes.
 
 LLM stages cannot start on CPU, so their hop is tested here with the real `EngineCoreOutput`,
 `FinishReason.ERROR` and (vLLM >= 0.31) `RequestError`; this module runs in both environments.
