@@ -1470,11 +1470,17 @@ def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), *_COMPARED)
 
 
+def _report(tree: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The probe of `tree`: the release with the plugin's patches, or the series without them."""
+    report: dict[str, Any] = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    return report
+
+
 @pytest.mark.parametrize("tree", ["release", "series"])
 def test_inline_executor_answers_an_oom_with_its_record(tree: str, request: pytest.FixtureRequest) -> None:
     """Seed 003 in vLLM-Omni's own in-process executor: the release with the plugin's wrap, and the
     patched tree with nothing patched there, give the engine the same output (OOM by type: 81)."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert report["executor"] == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
 
 
@@ -1482,7 +1488,7 @@ def test_inline_executor_answers_an_oom_with_its_record(tree: str, request: pyte
 def test_a_failed_video_job_stores_its_record(tree: str, request: pytest.FixtureRequest) -> None:
     """Behaviour 5: what a failed async video job stores, for its GET. The release with the plugin's
     replacement and the patched tree's own `_video_error_from_exception` store the same."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert report["video"] == {"patched": tree == "release", "stored": [500, "could not read <path>"]}
 
 
@@ -1490,7 +1496,7 @@ def test_a_failed_video_job_stores_its_record(tree: str, request: pytest.Fixture
 def test_a_model_the_server_does_not_serve_is_vllms_404(tree: str, request: pytest.FixtureRequest) -> None:
     """vLLM's `_check_model` on the diffusion server's models object: the release with the plugin's
     wrap, and the patched tree with nothing patched there, both answer vLLM's 404 naming the model."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert report["models"] == {"getattr_patched": tree == "release", "answer": [404, "NotFoundError", "model"]}
 
 
@@ -1513,7 +1519,7 @@ def test_an_error_message_carries_the_record_the_plugin_gave_it(tree: str, reque
     """The orchestrator's and the membership controller's `ErrorMessage` built from flat fields: the
     release with the plugin's record-carrying subclass and the patched tree's own `details` give the
     same records, and `_raise_nonfatal_error_message` raises the same errors from them."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     messages = report["messages"]
     assert {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} & set(report["patched"]) == (
         {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} if tree == "release" else set()
@@ -1541,7 +1547,7 @@ def test_an_error_message_carries_the_record_the_plugin_gave_it(tree: str, reque
 def test_the_heads_waits_are_the_plugins(tree: str, request: pytest.FixtureRequest) -> None:
     """A multi-node head's registration poll, a stage's heartbeat and the membership watcher's stop:
     the release with the plugin's patches and the patched tree with nothing patched there agree."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert set(_HEAD_TARGETS) & set(report["patched"]) == (set(_HEAD_TARGETS) if tree == "release" else set())
     assert report["head"] == {
         "poll_ms": 100,
@@ -1564,7 +1570,7 @@ def test_a_stage_in_its_rejoin_window_refuses_at_once_on_both_trees(tree: str, r
     `generate` refuses a new request with 503 and `Retry-After`; after a fatal failure, `generate`
     answers the fatal record at once. The plugin's patches on the release, vLLM-Omni's own calls on the
     series (patches 28 and 29): the same answers."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert set(_OUTAGE_TARGETS) & set(report["patched"]) == (set(_OUTAGE_TARGETS) if tree == "release" else set())
     outage = report["outage"]
     assert outage["pick"] == ["StageUnavailableError", "stage 6 has no live replica (rejoin window)"]
@@ -1586,7 +1592,7 @@ def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_b
     with the fatal record, stops the orchestrator through its own shutdown message and makes 81 the
     exit code; the same OOM from a remote replica marks that replica dead and ends nothing. The
     plugin's replacement on the release, vLLM-Omni's own on the series (patch 30): the same answers."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_stage_error"
     assert (key in report["patched"]) is (tree == "release")
     stage_error = report["stage_error"]
@@ -1626,7 +1632,7 @@ def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both
     executor was lost; a remote replica is detached through the membership controller, its requests
     answered as lost (not fatal), and its stage's window opened: the pipeline ends only when the window
     passes, with 86. The plugin's wrap on the release, vLLM-Omni's own on the series (patch 31)."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_dead_replica"
     assert (key in report["patched"]) is (tree == "release")
     dead = report["dead_replica"]
@@ -1670,7 +1676,7 @@ def test_the_membership_controller_drives_the_cores_head_policy_on_both_trees(
     answer no longer ends it), and a replica that registers closes its stage's rejoin window; an error
     message's 503 then gets its stage's `Retry-After`: the plugin's patches on the release, vLLM-Omni's
     own calls on the series (patches 26 and 27), the same core state."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     patched = {key.partition(":")[2] for key in report["patched"]} & set(_MEMBERSHIP_TARGETS)
     assert patched == (set(_MEMBERSHIP_TARGETS) if tree == "release" else set())
     membership = dict(report["membership"])
@@ -1691,7 +1697,7 @@ def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytes
     `RemoteReplica`, alive, its two links watched with heartbeats (the plugin's `_connect_transport` wrap
     on the release, vLLM-Omni's own on the series: patch 25). With the plugin switched off, vLLM-Omni's
     own sets the deadline on the series only (the release's sends block: seed 001)."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     sends = dict(report["sends"])
     assert sends.pop("patched") == (sorted(["_connect_transport", *_SEND_TARGETS]) if tree == "release" else [])
     assert sends.pop("remote") == {
@@ -1735,7 +1741,7 @@ def test_the_stage_clients_shutdown_does_not_block_and_carries_an_oom_exit(
     the plugin's replacement and the patched tree with nothing patched there stop it the same way. A
     proc that ignores SIGTERM is killed after 0.5 s (was 10 s); one that ends 81, before the stop or on
     it, notes 81 in the server's fatal state; one that ends on the signal notes nothing."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     shutdown = dict(report["shutdown"])
     assert shutdown.pop("patched") is (tree == "release")
     stopped = {"returned": True, "closed": [True, True, True]}
@@ -1755,7 +1761,7 @@ def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
     patched there send it to the Orchestrator while nothing is fatal, and return at once, sending
     nothing, once the API process's fatal state holds a fatal failure (the ended pipeline would
     leave the answer waiting the whole abort timeout)."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     abort = dict(report["abort"])
     assert abort.pop("patched") is (tree == "release")
     timeout = abort.pop("timeout")
@@ -1773,7 +1779,7 @@ def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request:
     patched there send the same frames: the record (a request's with its id), the sanitized flat fields
     from it, and on a fatal one the exit code that wins in the proc (81 after an OOM, for a dead engine
     too); a dead executor's proc sends the record it dies of (exit 80) before its sentinel."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     frames = dict(report["frames"])
     patched = ["OmniMsgpackEncoder", "_signal_fatal_engine_failure"]
     assert frames.pop("patched") == (patched if tree == "release" else [])
@@ -1812,7 +1818,7 @@ def test_the_stage_client_reads_the_record_of_each_error_frame(tree: str, reques
     each request's error output with its record (the flat fields from it), the peer's from its flat
     fields, the RPC's failure with its sanitized reason, the OOM's 81 noted in the server's fatal
     state, the stage dead, and the death notice's record (80) as what the replica died of."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     drain = dict(report["drain"])
     assert drain.pop("patched") is (tree == "release")
     assert drain == {
@@ -1843,7 +1849,7 @@ def test_a_headless_launcher_ends_with_its_replicas_code(tree: str, request: pyt
     """A headless launcher whose diffusion replica ended: the release with the plugin's replacement and
     the patched tree with nothing patched there reap the replica before reading its code and exit with
     its documented code (85 for a signal or an unknown code); a clean end lets the launcher return."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert report["launcher"] == {
         "patched": tree == "release",
         "exits": {"clean": None, "fatal": 80, "oom": 81, "link_lost": 86, "exception": 85, "killed": 85},
@@ -1859,7 +1865,7 @@ def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
     there: the same record on the output (an OOM fatal by type, exit 81, noted in the fatal state),
     the same sanitized flat fields, the same exception raised from it; an aborted output and one
     without a record (a peer without omni-errors) answered as vLLM-Omni answers them."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     diffusion = dict(report["diffusion"])
     assert diffusion.pop("patched") == (["from_exception", "postprocess_output"] if tree == "release" else [])
     oom, client, server = _FATAL, _CLIENT, _SERVER
@@ -1896,7 +1902,7 @@ def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_c
     state; a client error fails nothing. `StageDiffusionProc.close` releases the engine and executor,
     then ends the proc with the fatal state's code (80, 81, 86), or returns when nothing fatal
     happened. The release with the plugin's wraps and the patched tree with nothing patched there agree."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     stop = dict(report["fatal_stop"])
     assert stop.pop("patched") == (["_emit_outputs", "close"] if tree == "release" else [])
     fatal = _FATAL
@@ -1931,7 +1937,7 @@ def test_the_inline_clients_error_output_carries_the_record_it_answers(
     the `except` that caught the failure, carries that failure's record (the release with the plugin's
     wrap reads the exception being handled; the patched tree's own `from_error` is handed it), its flat
     fields from the record, an OOM's 81 noted in the fatal state; built outside an `except`, no record."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     answers = dict(report["error_output"])
     assert answers.pop("patched") is (tree == "release")
     record, client, server = ({**details, "request_id": "r1"} for details in (_FATAL, _CLIENT, _SERVER))
@@ -1961,7 +1967,7 @@ def test_a_connector_reads_a_tombstone_back_as_the_tombstone(tree: str, request:
     same `Tombstone` (the segment unlinked by the read), and a payload starting with the frame's first
     byte (79) is read back unchanged, on the release with the plugin's wraps and on the patched tree
     with nothing patched there."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     tomb = report["tombstones"]
     assert tomb["serde"] == {"put": True, "bare_frame": True, "read_back": True, "unlinked": True, "payload_79": 79}
     assert tomb["left_in_shm"] == []
@@ -1973,7 +1979,7 @@ def test_a_failed_sender_fails_its_receivers_with_its_record(tree: str, request:
     receiver's key; the sync receiver raises its record at its first read, and the poller (full payload,
     async chunk) stops waiting for the request and keeps its record until `cleanup_finished_request`.
     The release with the plugin's wraps and the patched tree with nothing patched there give the same."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     tomb = report["tombstones"]
     assert tomb["patched"] == (7 if tree == "release" else 0)  # the seven connector entries
     record = tomb["sync"]["record"]
@@ -1997,7 +2003,7 @@ def test_the_api_boundary_is_the_cores_on_both_trees(tree: str, request: pytest.
     patched tree with nothing patched there, answer a malformed body 400, a server failure with its
     sanitized record, a caught fatal failure with the fatal record; declare the error contract; and
     the fatal record stops the server, whose `serve_http` then exits 80."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     assert report["boundary"] == {
         "patched": [tree == "release"] * 3,
         "answers": [
@@ -2017,7 +2023,7 @@ def test_admission_is_the_cores_on_both_trees(tree: str, request: pytest.Fixture
     503 with `Retry-After`, and `/health` the same 200 body naming the state; a sleep of no stage
     and of an unknown one leave admission open (vLLM-Omni's own left it closed for ever), and a
     wake-up after a level-2 sleep is the same 501 naming the stage."""
-    report = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
+    report = _report(tree, request)
     admission = dict(report["admission"])
     assert admission.pop("patched") == [tree == "release"] * 4
     assert admission.pop("gate") is True
