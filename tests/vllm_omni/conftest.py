@@ -31,10 +31,11 @@ else:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A module's first test also starts its server: minutes on two shared cores, not seconds."""
+    """A module's first test also starts its server: minutes on two shared cores, not seconds (an
+    LLM pipeline's, one stage process after another: up to `omni_server.llm_server`'s bound)."""
     for item in items:
         if "vllm_omni" in item.nodeid:
-            item.add_marker(pytest.mark.timeout(900))
+            item.add_marker(pytest.mark.timeout(2400 if "llm" in item.path.name else 900))
 
 
 @pytest.fixture(scope="module")

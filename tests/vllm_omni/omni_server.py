@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
-from omni_errors.chaos.scenarios.vllm_omni_llm import chat_body
+from omni_errors.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
 from omni_errors.chaos.target import Launch, Target
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
@@ -34,6 +34,7 @@ __all__ = [
     "assert_clean_exit",
     "error_of",
     "image_body",
+    "llm_server",
     "serve",
     "upstreamed_logged",
 ]
@@ -65,9 +66,12 @@ class OmniServer:
         subprocess_stage: bool = False,
         env: dict[str, str] | None = None,
         target: Target | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT,
     ) -> None:
-        """The diffusion server (inline, or `subprocess_stage`), or any chaos `target` (LLM stages)."""
+        """The diffusion server (inline, or `subprocess_stage`), or any chaos `target` (LLM stages,
+        whose stage processes start one after another: give them a `startup_timeout` to match)."""
         self.workdir = workdir
+        self.startup_timeout = startup_timeout
         self.env = {**TEST_ENV, **(env or {})}
         self.target = target or VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
         self.port = free_port(HOST)
@@ -83,7 +87,7 @@ class OmniServer:
         return f"http://{HOST}:{self.port}"
 
     def start(self) -> OmniServer:
-        launch = Launch(sys.executable, HOST, self.port, self.marker, 0.0, STARTUP_TIMEOUT)
+        launch = Launch(sys.executable, HOST, self.port, self.marker, 0.0, self.startup_timeout)
         command = self.target.command(launch)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -95,7 +99,7 @@ class OmniServer:
             )
         self._watcher = ProcessWatcher(self.proc.pid)
         threading.Thread(target=self._watch, daemon=True).start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"vllm-omni serve exited with {self.proc.returncode} while starting:\n{self.tail()}")
@@ -105,7 +109,7 @@ class OmniServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"vllm-omni serve did not answer /health within {STARTUP_TIMEOUT:g}s:\n{self.tail()}")
+        raise RuntimeError(f"vllm-omni serve did not answer /health within {self.startup_timeout:g}s:\n{self.tail()}")
 
     def _watch(self) -> None:
         assert self._watcher is not None
@@ -244,6 +248,13 @@ def serve(
     workdir = tmp_path_factory.mktemp(name)
     with OmniServer(workdir, plugin=plugin, subprocess_stage=subprocess_stage, env=env) as server:
         yield server
+
+
+def llm_server(workdir: Path, target: LlmTarget) -> OmniServer:
+    """A server over LLM stages (not started), with a start bound for its stage processes, which
+    vLLM-Omni starts one after another."""
+    timeout = STARTUP_TIMEOUT + STARTUP_S_PER_PROCESS * target.processes
+    return OmniServer(workdir, plugin=target.plugin, target=target, startup_timeout=timeout)
 
 
 def assert_clean_exit(server: OmniServer) -> None:

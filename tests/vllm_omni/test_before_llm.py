@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 from omni_errors.chaos.scenarios.vllm_omni_llm import LlmTarget
-from omni_server import OmniServer, error_of
+from omni_server import OmniServer, error_of, llm_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
     workdir = tmp_path_factory.mktemp("llm-off")
-    with OmniServer(workdir, plugin=False, target=LlmTarget(plugin=False)) as server:
+    with llm_server(workdir, LlmTarget(plugin=False)) as server:
         yield server
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from omni_errors.chaos.scenarios.vllm_omni_llm import CHAT, LlmTarget
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_server import OmniServer, assert_clean_exit, error_of
+from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 
 # A bound that only keeps a broken stop from hanging the suite on a loaded machine; the strict
 # figures are the chaos report's (`omni-errors chaos --target vllm-omni llm-oom-on ...`).
@@ -23,7 +23,7 @@ EXIT_BOUND_S = 60
 
 
 def _server(tmp_path: Path) -> OmniServer:
-    return OmniServer(tmp_path, plugin=True, target=LlmTarget(plugin=True, pipeline=CHAT))
+    return llm_server(tmp_path, LlmTarget(plugin=True, pipeline=CHAT))
 
 
 @pytest.mark.parametrize(

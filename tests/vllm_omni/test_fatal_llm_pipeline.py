@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from omni_errors.chaos.scenarios.vllm_omni_llm import TALK, LlmTarget
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_server import OmniServer, assert_clean_exit, error_of
+from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 
 EXIT_BOUND_S = 60
 
@@ -22,8 +22,7 @@ EXIT_BOUND_S = 60
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
     workdir = tmp_path_factory.mktemp("llm-on")
-    target = LlmTarget(plugin=True, pipeline=TALK, replicas=((1, 2),))
-    with OmniServer(workdir, plugin=True, target=target) as server:
+    with llm_server(workdir, LlmTarget(plugin=True, pipeline=TALK, replicas=((1, 2),))) as server:
         yield server
 
 

@@ -21,10 +21,13 @@ from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, off_and_on
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.fatal.exitcodes import ExitCode
 
-__all__ = ["CHAT", "SCENARIOS", "TALK", "LlmTarget", "chat_body", "chat_call"]
+__all__ = ["CHAT", "SCENARIOS", "STARTUP_S_PER_PROCESS", "TALK", "LlmTarget", "chat_body", "chat_call"]
 
 TALK = "omni_errors_talk"
 CHAT = "omni_errors_chat"
+#: vLLM-Omni starts an LLM pipeline's stage processes one after another, each importing vLLM (about
+#: 25 s idle, minutes on two loaded cores): the bound a test server's start gets, per process.
+STARTUP_S_PER_PROCESS = 300.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,14 @@ class LlmTarget:
     replicas: tuple[tuple[int, int], ...] = ()
     name: str = "vllm-omni"
     health_path: str = "/health"
+
+    @property
+    def processes(self) -> int:
+        """How many stage processes the server starts (one per replica of each stage)."""
+        from omni_errors_fake_llm.model import STAGES
+
+        extra = dict(self.replicas)
+        return sum(extra.get(stage_id, 1) for stage_id in range(len(STAGES[self.pipeline])))
 
     def command(self, launch: Launch) -> ServerCommand:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["AUDIO_SAMPLES", "EOS_TOKEN", "HEAD_SIZE", "NUM_KV_HEADS", "deploy_yaml", "model_dir"]
+__all__ = ["AUDIO_SAMPLES", "EOS_TOKEN", "HEAD_SIZE", "NUM_KV_HEADS", "STAGES", "deploy_yaml", "model_dir"]
 
 EOS_TOKEN = "<|im_end|>"
 _SPECIAL = ["<|endoftext|>", "<|im_start|>", EOS_TOKEN]
@@ -23,6 +23,10 @@ _CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+#: Each test pipeline's stages in order: "ar" (autoregressive) or "generation" (code2wav, one step).
+#: Plain data, so that a process that only writes a server's files imports nothing of vLLM;
+#: `pipelines.PIPELINES` is registered from the same shapes.
+STAGES = {"omni_errors_talk": ("ar", "ar", "generation"), "omni_errors_chat": ("ar",)}
 _WORKERS = {
     "ar": "vllm_omni.worker.gpu_ar_worker.GPUARWorker",
     "generation": "vllm_omni.worker.gpu_generation_worker.GPUGenerationWorker",
@@ -77,20 +81,17 @@ def model_dir(parent: Path) -> Path:
 
 
 def deploy_yaml(parent: Path, pipeline: str, *, replicas: dict[int, int] | None = None) -> Path:
-    """Write the deploy yaml of `pipeline` (`pipelines.PIPELINES`) under `parent` and return it;
-    `replicas` gives a stage more than one replica."""
-    from omni_errors_fake_llm.pipelines import PIPELINES
-
+    """Write the deploy yaml of `pipeline` (`STAGES`) under `parent` and return it; `replicas` gives
+    a stage more than one replica."""
     lines = [
         f"pipeline: {pipeline}",
         "async_chunk: false",
         "distributed_executor_backend: omni_errors_fake_llm.executor.FakeLLMExecutor",
         "stages:",
     ]
-    for stage in PIPELINES[pipeline].stages:
-        worker = "generation" if stage.execution_type.value == "llm_generation" else "ar"
+    for stage_id, worker in enumerate(STAGES[pipeline]):
         lines += [
-            f"  - stage_id: {stage.stage_id}",
+            f"  - stage_id: {stage_id}",
             f"    worker_cls: {_WORKERS[worker]}",
             "    max_num_seqs: 8",
             "    max_num_batched_tokens: 1024",
@@ -98,7 +99,7 @@ def deploy_yaml(parent: Path, pipeline: str, *, replicas: dict[int, int] | None 
             "    enforce_eager: true",
             "    enable_prefix_caching: false",
             "    async_scheduling: false",
-            f"    num_replicas: {(replicas or {}).get(stage.stage_id, 1)}",
+            f"    num_replicas: {(replicas or {}).get(stage_id, 1)}",
             "    default_sampling_params:",
             "      temperature: 0.0",
             "      max_tokens: 64",
