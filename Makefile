@@ -21,6 +21,9 @@ MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
 # server; the before-cases show the released behaviour): a job of their own beside the rest of the
 # one-host suite, so that the two halves' server starts run side by side instead of one after another.
 OMNI_FATAL_TESTS := tests/vllm_omni/test_fatal_*.py tests/vllm_omni/test_stage_lost.py tests/vllm_omni/test_before_*.py
+# The LLM-stage cases (vLLM's EngineCore in each stage process, tests/vllm_omni/fake_llm): their servers
+# start one process per stage, so they are a job of their own beside the diffusion ones.
+OMNI_LLM_TESTS := tests/vllm_omni/test_*llm*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -38,7 +41,7 @@ SELF_BASELINE := docs/audit/omni-errors.baseline.json
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal suites bytecode bytecode-omni
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -71,7 +74,7 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # job of their own (`pytest-audit`), so its waits on deadlines start with the rest. The run is bound by
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
-SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-multinode pytest-upstream
+SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`; after them, one module of
 # deadline waits on real processes (pytest runs the paths in order), so that the two .venv jobs end
 # together instead of `pytest` alone for minutes at the run's end.
@@ -129,21 +132,24 @@ setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 
 
 # The editable install names .venv's interpreter to maturin: the same build as `make build`, so
 # nothing compiles (both are CPython 3.11; the extension is the one `make build` made).
-build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion plugin into .venv-omni
+build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion and LLM plugins into .venv-omni
 	$(TIMED) build-omni -- env PATH="$(abspath $(OMNI_BIN)):$$PATH" \
 		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
 		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
-		-e tests/vllm_omni/fake_diffusion
+		-e tests/vllm_omni/fake_diffusion -e tests/vllm_omni/fake_llm
 
-test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
+test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
 # The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite.
 pytest-omni:
 	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)' \
-		$(foreach glob,$(OMNI_FATAL_TESTS),--ignore-glob='$(glob)') --ignore=tests/vllm_omni/test_upstream.py
+		$(foreach glob,$(OMNI_FATAL_TESTS) $(OMNI_LLM_TESTS),--ignore-glob='$(glob)') --ignore=tests/vllm_omni/test_upstream.py
 
 pytest-omni-fatal:
-	$(TIMED) pytest-omni-fatal -- $(OMNI_BIN)/python -m pytest $(OMNI_FATAL_TESTS)
+	$(TIMED) pytest-omni-fatal -- $(OMNI_BIN)/python -m pytest $(OMNI_FATAL_TESTS) --ignore-glob='$(OMNI_LLM_TESTS)'
+
+pytest-omni-llm:
+	$(TIMED) pytest-omni-llm -- $(OMNI_BIN)/python -m pytest $(OMNI_LLM_TESTS)
 
 pytest-multinode:
 	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)

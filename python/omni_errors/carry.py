@@ -8,7 +8,9 @@ omni-errors reads what it always read:
   one compact frame);
 - a msgpack dict frame (the diffusion proc's error frames): top-level keys `omni_error`
   (`FRAME_KEY`, the record's frame bytes) and `omni_error_exit` (`EXIT_KEY`, the exit code a fatal
-  failure implies); old receivers ignore them.
+  failure implies); old receivers ignore them;
+- a msgspec array struct (an LLM stage's engine-core outputs): trailing fields of the same names,
+  holding the same values; old receivers decode the struct without them.
 
 Raw fallbacks on the stage side are off: a `ValueError` raised inside a stage is a server failure
 (500), never a client error. Only explicit client types (vLLM's `VLLMClientError` family,
@@ -139,19 +141,24 @@ def attach(carrier: Any, value: Carried) -> None:
 
 
 def carried(carrier: Any) -> Carried | None:
-    """The `Carried` on an output or in a frame dict, if an omni-errors peer put one there."""
+    """The `Carried` on an output or in a frame dict, if an omni-errors peer put one there (an
+    output's attribute may also hold the record's bare frame: an LLM stage's engine-core output)."""
     if isinstance(carrier, dict):
-        raw = carrier.get(FRAME_KEY)
-        if not isinstance(raw, (bytes, bytearray, memoryview)):
-            return None
-        try:
-            details = decode(raw)
-        except DecodeError:
-            return None
-        code = _peer_exit_code(carrier.get(EXIT_KEY)) if details.fatal else None
-        return Carried(details, code)
+        return _from_frame(carrier.get(FRAME_KEY), carrier.get(EXIT_KEY))
     value = getattr(carrier, RECORD_ATTR, None)
-    return value if isinstance(value, Carried) else None
+    if isinstance(value, Carried):
+        return value
+    return _from_frame(value, getattr(carrier, EXIT_KEY, None))
+
+
+def _from_frame(raw: object, exit_code: object) -> Carried | None:
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        return None
+    try:
+        details = decode(raw)
+    except DecodeError:
+        return None
+    return Carried(details, _peer_exit_code(exit_code) if details.fatal else None)
 
 
 def output_record(output: Any, *, request_id: str | None, stage_id: int | None, error: str | None = None) -> Carried:

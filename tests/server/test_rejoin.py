@@ -23,6 +23,7 @@ from omni_errors.server.rejoin import (
     DEFAULT_REJOIN_WINDOW_S,
     REJOIN_WINDOW_ENV,
     Rejoin,
+    rebuilt,
     refuse_new_request,
     rejoin,
     retry_after,
@@ -147,4 +148,19 @@ def test_a_new_request_is_refused_only_while_the_server_cannot_serve_it() -> Non
         assert ended is not None and getattr(ended, "details", None) == fatal.declared()
     finally:
         rejoin().close(3)
+        fatal.reset()
+
+
+def test_once_the_pipeline_ended_a_requests_server_error_is_its_fatal_record() -> None:
+    """A request the stopping orchestrator had not taken yet is failed with a generic error of vLLM-Omni's
+    ("Orchestrator died unexpectedly"): it ended with the pipeline, and is told so with the record."""
+    generic = OmniErrorDetails("Orchestrator died", "server", 500, "InternalServerError", request_id="r-9")
+    refused = OmniErrorDetails("bad voice", "client", 400, "BadRequestError", parameter="voice", request_id="r-8")
+    try:
+        assert getattr(rebuilt(generic), "details", None) == generic  # nothing fatal yet: its own record
+        fatal.declare(fatal_record(stage_id=1), ExitCode.FATAL_ENGINE)
+        ended = getattr(rebuilt(generic), "details", None)
+        assert ended is not None and ended.fatal and (ended.stage_id, ended.request_id) == (1, "r-9")
+        assert getattr(rebuilt(refused), "details", None) == refused  # a client's own error stays its own
+    finally:
         fatal.reset()

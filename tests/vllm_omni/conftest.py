@@ -1,9 +1,10 @@
 """The vLLM-Omni suite: the real `vllm-omni serve --omni` on CPU, with the plugin off and on.
 
 It runs in the vLLM 0.30 + vllm-omni 0.30 environment (`make test-omni`); elsewhere it is skipped.
-The fake diffusion executor comes from the test-only plugin in `fake_diffusion/` (installed by
-`make build-omni`). Each module starts its servers once (`omni_server.serve`); each server is
-ended, with every process it started, on every path (`OmniServer.close`).
+The fake diffusion executor comes from the test-only plugin in `fake_diffusion/`, and the LLM
+stages' fake executor under vLLM's real EngineCore from `fake_llm/` (both installed by `make
+build-omni`). Each module starts its servers once (`omni_server.serve`); each server is ended,
+with every process it started, on every path (`OmniServer.close`).
 """
 
 from __future__ import annotations
@@ -15,24 +16,26 @@ from pathlib import Path
 
 import pytest
 
-collect_ignore = ["fake_diffusion"]
+collect_ignore = ["fake_diffusion", "fake_llm"]
+_TEST_PLUGINS = ("omni_errors_fake_diffusion", "omni_errors_fake_llm")
 
 try:  # not find_spec: this directory itself is a namespace package named vllm_omni on the test path
     importlib.metadata.version("vllm-omni")
 except importlib.metadata.PackageNotFoundError:
     collect_ignore_glob = ["test_*.py"]  # the vLLM 0.33 environment: nothing to run against
 else:
-    if not any(
-        ep.name == "omni_errors_fake_diffusion" for ep in importlib.metadata.entry_points(group="vllm.general_plugins")
-    ):  # pragma: no cover - a setup mistake, not a test outcome
-        raise pytest.UsageError("the test plugin omni_errors_fake_diffusion is not installed: run `make build-omni`")
+    _installed = {ep.name for ep in importlib.metadata.entry_points(group="vllm.general_plugins")}
+    _missing = [name for name in _TEST_PLUGINS if name not in _installed]
+    if _missing:  # pragma: no cover - a setup mistake, not a test outcome
+        raise pytest.UsageError(f"the test plugins {', '.join(_missing)} are not installed: run `make build-omni`")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A module's first test also starts its server: minutes on two shared cores, not seconds."""
+    """A module's first test also starts its server: minutes on two shared cores, not seconds (an
+    LLM pipeline's, one stage process after another: up to `omni_server.llm_server`'s bound)."""
     for item in items:
         if "vllm_omni" in item.nodeid:
-            item.add_marker(pytest.mark.timeout(900))
+            item.add_marker(pytest.mark.timeout(2400 if "llm" in item.path.name else 900))
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
-from omni_errors.chaos.target import Launch
+from omni_errors.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
+from omni_errors.chaos.target import Launch, Target
 from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "assert_clean_exit",
     "error_of",
     "image_body",
+    "llm_server",
     "serve",
     "upstreamed_logged",
 ]
@@ -57,11 +59,21 @@ class OmniServer:
     """One server; use as a context manager (or call `start()` and `close()`)."""
 
     def __init__(
-        self, workdir: Path, *, plugin: bool, subprocess_stage: bool, env: dict[str, str] | None = None
+        self,
+        workdir: Path,
+        *,
+        plugin: bool,
+        subprocess_stage: bool = False,
+        env: dict[str, str] | None = None,
+        target: Target | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT,
     ) -> None:
+        """The diffusion server (inline, or `subprocess_stage`), or any chaos `target` (LLM stages,
+        whose stage processes start one after another: give them a `startup_timeout` to match)."""
         self.workdir = workdir
+        self.startup_timeout = startup_timeout
         self.env = {**TEST_ENV, **(env or {})}
-        self.target = VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
+        self.target = target or VllmOmniTarget(plugin=plugin, subprocess=subprocess_stage)
         self.port = free_port(HOST)
         self.marker = workdir / "fault"
         self.log_path = workdir / "server.log"
@@ -75,7 +87,7 @@ class OmniServer:
         return f"http://{HOST}:{self.port}"
 
     def start(self) -> OmniServer:
-        launch = Launch(sys.executable, HOST, self.port, self.marker, 0.0, STARTUP_TIMEOUT)
+        launch = Launch(sys.executable, HOST, self.port, self.marker, 0.0, self.startup_timeout)
         command = self.target.command(launch)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -87,7 +99,7 @@ class OmniServer:
             )
         self._watcher = ProcessWatcher(self.proc.pid)
         threading.Thread(target=self._watch, daemon=True).start()
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"vllm-omni serve exited with {self.proc.returncode} while starting:\n{self.tail()}")
@@ -97,7 +109,7 @@ class OmniServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
-        raise RuntimeError(f"vllm-omni serve did not answer /health within {STARTUP_TIMEOUT:g}s:\n{self.tail()}")
+        raise RuntimeError(f"vllm-omni serve did not answer /health within {self.startup_timeout:g}s:\n{self.tail()}")
 
     def _watch(self) -> None:
         assert self._watcher is not None
@@ -119,13 +131,20 @@ class OmniServer:
     def images(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
         return httpx.post(f"{self.url}{IMAGES}", json=image_body(prompt), timeout=timeout)
 
-    def chat(self, prompt: str, *, timeout: float = 60.0) -> httpx.Response:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
-        return httpx.post(f"{self.url}/v1/chat/completions", json=body, timeout=timeout)
+    def chat(self, prompt: str, *, timeout: float = 60.0, audio: bool = False) -> httpx.Response:
+        """A chat request; `audio` asks for the audio of an LLM pipeline's code2wav stage too."""
+        return httpx.post(f"{self.url}/v1/chat/completions", json=chat_body(prompt, audio=audio), timeout=timeout)
 
-    def in_order(self, prompts: list[str], *, gap: float = 0.5, timeout: float = 60.0) -> list[httpx.Response]:
-        """Image requests sent `gap` seconds apart (so the engine queues them in this order), all in flight
-        together; a request that gets no answer within `timeout` raises `httpx.ReadTimeout`.
+    def chats_in_order(self, prompts: list[str], *, gap: float = 0.5, timeout: float = 60.0) -> list[httpx.Response]:
+        """Chat requests sent `gap` seconds apart, all in flight together (as `in_order` sends images)."""
+        return self.in_order(prompts, gap=gap, timeout=timeout, path="/v1/chat/completions")
+
+    def in_order(
+        self, prompts: list[str], *, gap: float = 0.5, timeout: float = 60.0, path: str = IMAGES
+    ) -> list[httpx.Response]:
+        """Image requests (chat requests with `path` the chat route) sent `gap` seconds apart (so the
+        engine queues them in this order), all in flight together; a request that gets no answer
+        within `timeout` raises `httpx.ReadTimeout`.
 
         Each request goes on a connection opened before the first is sent: at a load of 20, building a
         client and connecting inside the gap took long enough for a later request to overtake an
@@ -139,7 +158,8 @@ class OmniServer:
             with ThreadPoolExecutor(len(prompts)) as pool:
                 futures = []
                 for client, prompt in zip(clients, prompts, strict=True):
-                    futures.append(pool.submit(client.post, IMAGES, json=image_body(prompt)))
+                    body = image_body(prompt) if path == IMAGES else chat_body(prompt)
+                    futures.append(pool.submit(client.post, path, json=body))
                     time.sleep(gap)
                 return [f.result() for f in futures]
         finally:
@@ -228,6 +248,13 @@ def serve(
     workdir = tmp_path_factory.mktemp(name)
     with OmniServer(workdir, plugin=plugin, subprocess_stage=subprocess_stage, env=env) as server:
         yield server
+
+
+def llm_server(workdir: Path, target: LlmTarget) -> OmniServer:
+    """A server over LLM stages (not started), with a start bound for its stage processes, which
+    vLLM-Omni starts one after another."""
+    timeout = STARTUP_TIMEOUT + STARTUP_S_PER_PROCESS * target.processes
+    return OmniServer(workdir, plugin=target.plugin, target=target, startup_timeout=timeout)
 
 
 def assert_clean_exit(server: OmniServer) -> None:

@@ -29,6 +29,7 @@ from omni_errors._native import OmniErrorDetails
 from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.semantics.ids import with_request_id
 from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.server.answer_headers import retry_later
 
@@ -194,9 +195,14 @@ def refuse_new_request() -> None:
 
 def rebuilt(details: OmniErrorDetails) -> Exception:
     """`details` as the exception to raise for a request (`omni_errors.semantics.exceptions.rebuild`);
-    a 503 on a multi-node head waiting for a replica says when to retry (`retry_after`)."""
+    a 503 on a multi-node head waiting for a replica says when to retry (`retry_after`). Once the
+    pipeline has ended, a server's error is its fatal record: the stopping orchestrator fails the
+    requests it had not taken yet with a generic error of its own, and they ended with the pipeline."""
     from omni_errors.semantics.exceptions import OmniServerError, rebuild
 
+    ended = fatal.declared()
+    if ended is not None and details.category == "server" and not details.fatal:
+        details = with_request_id(ended, details.request_id)
     failure = rebuild(details)
     if isinstance(failure, OmniServerError):
         retry_later(failure, retry_after(details))

@@ -111,12 +111,16 @@ def make_pick(module: ModuleType, original: Any) -> Any:
 
 def make_fail_request_dead_stage(module: ModuleType, original: Any) -> Any:
     """`OrchestratorBase._fail_request_dead_stage`: in multi-node mode a stage without replicas is not fatal:
-    the request gets 503 (its stage may get a replica back)."""
-    from omni_errors.vllm_omni.records import error_message_class
+    the request gets 503 (its stage may get a replica back). vLLM-Omni also calls it for a request
+    sent to a replica that just died while its stage has another: that one is a lost replica's 503
+    (`records.stage_serves_on`), not a fatal answer."""
+    from omni_errors.vllm_omni.records import error_message_class, other_replica_lives, stage_serves_on
 
     async def _fail_request_dead_stage(self: Any, req_id: str, stage_id: int) -> None:
-        if not (active() and self.stage_pools[stage_id].is_distributed):
-            await original(self, req_id, stage_id)
+        pool = self.stage_pools[stage_id]
+        if not (active() and pool.is_distributed):
+            with stage_serves_on(other_replica_lives(pool, pool.get_bound_replica_id(req_id))):
+                await original(self, req_id, stage_id)
             return
         await self.output_async_queue.put(error_message_class().of(unavailable_answer(stage_id, req_id)))
         await self._cleanup_request_ids(

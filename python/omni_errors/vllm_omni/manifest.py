@@ -178,6 +178,8 @@ _ADMISSION_FIELDS = (
 )
 _REJOIN_UPSTREAM = "a stage without replicas answers 503 during a documented rejoin window"
 _COORD_CLIENT = "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage"
+_SP = "vllm_omni.engine.stage_engine_core_proc"
+_SC = "vllm_omni.engine.stage_engine_core_client"
 
 # fmt: off
 TARGETS: tuple[Target, ...] = (
@@ -242,6 +244,46 @@ TARGETS: tuple[Target, ...] = (
                 "(no request id: a receiver without the plugin only logs it)",
            upstream="`run_loop` sends an error frame with `failure_frame_fields(EngineDeadError())` before "
                     "`DIFFUSION_PROC_DEAD` when the fatal event ended it"),
+    Target(_SP, "StageEngineCoreProc", "_send_engine_dead", "engine_core:make_send_engine_dead", Kind.WRAP,
+           {_R030: "dfe6682ef715ae20"}, defined_in="vllm.v1.engine.core:EngineCoreProc._send_engine_dead",
+           relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue", "vllm.v1.engine.core:EngineCoreProc.addresses",
+                      "vllm.v1.engine.core:EngineCoreProc.engine_index"),
+           in_except=(InExcept(f"{_SP}:StageEngineCoreProc.run_stage_core", "_send_engine_dead"),),
+           process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
+           does="an LLM stage's EngineCore sends the record it dies of and its exit code (81 for an OOM by type, "
+                "80 otherwise) before vLLM's bare `ENGINE_CORE_DEAD`, as trailing fields of an empty outputs "
+                "message (a client without the plugin drops it)",
+           upstream="`StageEngineCoreProc._send_engine_dead` sends `omni_errors.carry.failure_frame_fields` of the "
+                    "exception that ended the loop before the dead signal"),
+    Target(_SP, "StageEngineCoreProc", "_handle_request_preproc_error", "engine_core:make_preproc_error",
+           Kind.WRAP, {_R030: "dd62305b4f53830a"},
+           defined_in="vllm.v1.engine.core:EngineCoreProc._handle_request_preproc_error",
+           relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue",),
+           in_except=(InExcept("vllm.v1.engine.core:EngineCoreProc.process_input_sockets",
+                               "_handle_request_preproc_error"),),
+           process=Process.STAGE, hop=Hop.STAGE_TO_CLIENT,
+           does="a request an LLM stage refuses while preparing it (its own validation) is answered with its "
+                "record in the request's output (category, status, `parameter`), and its sanitized text as "
+                "`stop_reason`, instead of vLLM 0.30's bare `FinishReason.ERROR` (a 500 \"Stage request failed\")",
+           upstream="`StageEngineCoreProc` answers a refused request with the record of its exception"),
+    Target(_SP, "StageEngineCoreProc", "shutdown", "engine_core:make_engine_shutdown", Kind.WRAP,
+           {_R030: "7578314354eefc7a"}, defined_in="vllm.v1.engine.core:EngineCore.shutdown",
+           process=Process.STAGE, hop=Hop.EXIT,
+           does="an LLM stage process whose EngineCore died exits with the documented code (81 OOM, 80 fatal) "
+                "instead of 1 (or -15: it ignores the API process's SIGTERM while it shuts down)",
+           upstream="`run_stage_core` ends with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
+    Target(_SC, None, "OmniEngineCoreOutputs", "engine_core:make_engine_core_outputs", Kind.WRAP,
+           {_R030: "c7b55d7baa5bcda3"}, defined_in="vllm_omni.engine:OmniEngineCoreOutputs",
+           process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
+           does="the LLM stage client decodes the records an EngineCore's outputs carry: its death notice's "
+                "(and exit code), a refused request's",
+           upstream="`OmniEngineCoreOutputs` has the record's fields"),
+    Target(_SC, "StageEngineCoreClientBase", "__init__", "engine_core:make_client_init", Kind.WRAP,
+           {_R030: "28cf8164cf7652ec"}, relies_on=("vllm.v1.engine.core_client:MPClient.decoder",),
+           process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
+           does="the LLM stage client keeps the record its EngineCore said it died of (`last_fatal`), so that a "
+                "dead LLM stage ends the pipeline with 80 or 81, not 85 (\"vanished without a word\")",
+           upstream="the client keeps its engine's last fatal record (`StageEngineCoreClient.last_fatal`)"),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
            {_R030: "8744bdac53021431"}, upstreamed={_R030: "4957dfa03090d50a"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
@@ -328,7 +370,8 @@ TARGETS: tuple[Target, ...] = (
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
-                "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record ends the pipeline: every "
+                "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record from one replica of a stage "
+                "that has another is a lost replica's 503; otherwise a fatal record ends the pipeline: every "
                 "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage` (from a "
                 "remote replica, the replica is lost instead: see `_handle_dead_replica`)",
            upstream="`_handle_stage_error` reads `omni_errors.carry.output_record`; a fatal record ends the pipeline "
@@ -346,9 +389,11 @@ TARGETS: tuple[Target, ...] = (
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager",
                       f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._engine_dead"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
-           does="vLLM-Omni's per-replica eviction stays; when a stage has no live replica left, the pipeline "
-                "ends (exit 85, or the code of the record its proc sent before it died, read first; 80 for an "
-                "inline stage, marked dead only when its executor reported its loss). A lost "
+           does="vLLM-Omni's per-replica eviction stays, and while the stage has another live replica the dead "
+                "one's requests get a lost replica's 503 with `Retry-After`, not a fatal answer (which ended the "
+                "server); when a stage has no live replica left, the pipeline "
+                "ends (exit 85, or the code of the record its proc or LLM EngineCore sent before it died, read "
+                "first; 80 for an inline stage, marked dead only when its executor reported its loss). A lost "
                 "remote replica is answered and detached through the membership's own unregister, and its "
                 "stage waits for a replica (`distributed`)",
            upstream="each stage client's `last_words()` and `omni_errors.carry.died_of` give the exit code; a stage "
@@ -361,7 +406,8 @@ TARGETS: tuple[Target, ...] = (
                       "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed"),
            process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="in multi-node mode a request whose stage has no live replica gets 503 with `Retry-After`, not "
-                "a fatal record (a replica may register again)",
+                "a fatal record (a replica may register again); one sent to a replica that just died while its "
+                "stage has another gets a lost replica's 503",
            upstream=_REJOIN_UPSTREAM),
     Target(_M, None, "ErrorMessage", "orchestrator:make_error_message", Kind.WRAP, {_R030: "bc7fcae08bcfba98"},
            upstreamed={_R030: "a27b4d696ec92824"},

@@ -5,9 +5,11 @@
   CFG companions...) gets its record from them.
 - `_handle_stage_error` reads the stage's record, vLLM's `RequestError` (LLM stages), or the 0.30
   flat fields (a stage without the plugin), keeping `stage_id`, `parameter` and `request_id`.
-- `_handle_dead_replica` keeps vLLM-Omni's per-replica eviction; when a stage has no live replica
-  left, or a record is fatal, the pipeline ends: every in-flight request is answered with the
-  fatal record, the orchestrator shuts its stages down, and the process is told how it must exit.
+- `_handle_dead_replica` keeps vLLM-Omni's per-replica eviction, and while the stage has another
+  live replica the dead one's requests get a lost replica's 503, not a fatal answer (which ends the
+  server); when a stage has no live replica left, or a record is fatal, the pipeline ends: every
+  in-flight request is answered with the fatal record, the orchestrator shuts its stages down, and
+  the process is told how it must exit (the code the replica said it died of: `client.last_words`).
 - A remote replica (multi-node mode) follows `distributed`'s policy instead: its requests are
   answered and it is detached at once, and a stage left without replicas waits for one to
   register before the pipeline ends.
@@ -31,7 +33,13 @@ from omni_errors.semantics.core_table import fatal_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.server.rejoin import rejoin
 from omni_errors.vllm_omni.client import last_words
-from omni_errors.vllm_omni.records import error_message_class, record_message_class
+from omni_errors.vllm_omni.records import (
+    error_message_class,
+    other_replica_lives,
+    record_message_class,
+    replica_lost_record,
+    stage_serves_on,
+)
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
@@ -108,7 +116,12 @@ def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
         value = output_record(output, request_id=parent_id, stage_id=stage_id, error=error)
         # A CFG companion's record answers its parent, the request the client sent.
         details = with_request_id(value.details, parent_id)
-        remote = _remote_client(self, stage_id, self.stage_pools[stage_id].get_bound_replica_id(output.request_id))
+        pool = self.stage_pools[stage_id]
+        replica_id = pool.get_bound_replica_id(output.request_id)
+        remote = _remote_client(self, stage_id, replica_id)
+        if details.fatal and remote is None and other_replica_lives(pool, replica_id):
+            # One replica's fatal failure: its stage serves on (the replica's own end evicts it).
+            details = replica_lost_record(stage_id=stage_id, request_id=parent_id)
         await self.output_async_queue.put(message_cls.of(details))
         await self._cleanup_request_ids(
             [parent_id, *tracker.cleanup_parent(parent_id)], abort=True, release_owners=True
@@ -137,7 +150,9 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
         client = _client(self, stage_id, replica_id)
         said = last_words(client) if client is not None else None
         _, code = died_of(said, stage_id=stage_id, remote=False, error=error)
-        await original(self, stage_id, replica_id, error)
+        # Its requests are answered as a lost replica's while another replica serves on.
+        with stage_serves_on(other_replica_lives(pool, replica_id)):
+            await original(self, stage_id, replica_id, error)
         if pool.live_replica_ids():
             return  # other replicas keep serving (vLLM-Omni's per-replica fault isolation)
         _log.critical("omni-errors: stage-%s has no live replica left; ending the pipeline", stage_id)

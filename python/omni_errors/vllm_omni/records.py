@@ -2,20 +2,60 @@
 controller's): a subclass with a `details` field (`record_message_class`); one built from flat
 fields only gets its record from them. A failed stage output's record is `omni_errors.carry`'s
 `output_record`.
+
+vLLM-Omni answers the requests of a dead replica with `fatal=True` whether or not its stage has
+another replica; a fatal answer ends the server. Inside `stage_serves_on()` (the orchestrator's
+eviction of one replica of a stage that keeps a live one) such a message gets `replica_lost_record`
+instead: 503, not fatal, so that vLLM-Omni's per-replica isolation holds.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
+from omni_errors.semantics.core_table import unavailable_record
 from omni_errors.semantics.legacy import from_error_message, to_legacy
 
 __all__ = [
     "error_message_class",
     "message_record",
+    "other_replica_lives",
     "record_message_class",
+    "replica_lost_record",
+    "stage_serves_on",
 ]
+
+#: Whether the messages built now answer requests of a lost replica whose stage serves on.
+_serves_on: ContextVar[bool] = ContextVar("omni_errors_stage_serves_on", default=False)
+
+
+@contextlib.contextmanager
+def stage_serves_on(serves_on: bool = True) -> Iterator[None]:
+    """Inside: the fatal answers built are those of a lost replica whose stage serves on (the current
+    task only: a context variable)."""
+    token = _serves_on.set(serves_on)
+    try:
+        yield
+    finally:
+        _serves_on.reset(token)
+
+
+def other_replica_lives(pool: Any, replica_id: int | None) -> bool:
+    """Whether the stage of `pool` (a `StagePool`) has a live replica other than `replica_id`."""
+    return replica_id is not None and any(live != replica_id for live in pool.live_replica_ids())
+
+
+def replica_lost_record(*, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
+    """A request of a lost replica whose stage serves on: 503 (retry: another replica takes it), not fatal."""
+    return unavailable_record(
+        f"Stage {stage_id} lost the replica serving this request; another replica serves on: retry the request",
+        stage_id=stage_id,
+        request_id=request_id,
+    )
 
 
 _message_classes: dict[type, Any] = {}
@@ -33,8 +73,14 @@ def record_message_class(error_message: type) -> Any:
         details: Any = None
 
         def __post_init__(self) -> None:
-            if self.details is None:
-                self.details = _from_flat(self)
+            if self.details is not None:
+                return
+            if self.fatal and _serves_on.get():  # a lost replica's answer: its flat fields say so too
+                self.details = replica_lost_record(stage_id=self.stage_id, request_id=self.request_id)
+                for name, value in to_legacy(self.details, kind="message").items():
+                    setattr(self, name, value)
+                return
+            self.details = _from_flat(self)
 
         @classmethod
         def of(cls, details: OmniErrorDetails) -> Any:

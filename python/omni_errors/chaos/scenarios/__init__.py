@@ -3,6 +3,7 @@
 Each module here holds one target and its scenarios (`pipeline`: the reference server; `remote`:
 the same server with a stage on a second host, so its scenarios share the `pipeline` target's
 run and table; `vllm_omni`: the real `vllm-omni serve`, with the plugin off and on;
+`vllm_omni_llm`: the same server over LLM stages (vLLM's EngineCore in each stage process);
 `vllm_omni_multinode`: its multi-node mode, a head and a headless stage, in the same table). A new target
 adds its module and one entry to `_TABLES`; the harness and the CLI read only `SCENARIOS`.
 Scenario modules import nothing heavy: loads build their requests when they run.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from omni_errors.chaos.scenario import Scenario
-from omni_errors.chaos.scenarios import pipeline, remote, vllm_omni, vllm_omni_multinode
+from omni_errors.chaos.scenarios import pipeline, remote, vllm_omni, vllm_omni_llm, vllm_omni_multinode
 from omni_errors.chaos.target import Target
 
 __all__ = ["SCENARIOS", "TARGETS", "of_target"]
@@ -22,6 +23,7 @@ _TABLES: tuple[Iterable[Scenario], ...] = (
     pipeline.SCENARIOS,
     remote.SCENARIOS,
     vllm_omni.SCENARIOS,
+    vllm_omni_llm.SCENARIOS,
     vllm_omni_multinode.SCENARIOS,
 )
 
