@@ -531,7 +531,11 @@ async def dead_stage(distributed):
 
     orch._cleanup_request_ids = cleanup
     orch._cfg_tracker = SimpleNamespace(cleanup_parent=lambda request_id: [])
-    orch.stage_pools = {6: SimpleNamespace(is_distributed=distributed)}
+    # A stage without a live replica: what the request was bound to is gone.
+    pool = SimpleNamespace(
+        is_distributed=distributed, get_bound_replica_id=lambda request_id: 0, live_replica_ids=lambda: []
+    )
+    orch.stage_pools = {6: pool}
     await orch._fail_request_dead_stage("r6", 6)
     details = orch.output_async_queue.get_nowait().details
     return [details.status_code, details.error_type, details.fatal, details.stage_id, details.request_id, cleaned]
@@ -609,7 +613,9 @@ async def stage_error(output, *, remote=False):
     )
     manager = RemoteReplica.__new__(RemoteReplica) if remote else None
     replica = SimpleNamespace(_proc_manager=manager, _engine_dead=False)
-    orch.stage_pools = {1: SimpleNamespace(get_bound_replica_id=lambda request_id: 0, clients=[replica])}
+    # The stage's one replica, 0: a fatal record from it ends the pipeline (no other replica serves on).
+    pool = SimpleNamespace(get_bound_replica_id=lambda request_id: 0, clients=[replica], live_replica_ids=lambda: [0])
+    orch.stage_pools = {1: pool}
     orch._membership = object() if remote else None
     orch.request_states = {"r1": None, "r2": None}
     await orch._handle_stage_error(1, output)
@@ -1626,9 +1632,10 @@ def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_b
 def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both_trees(
     tree: str, request: pytest.FixtureRequest
 ) -> None:
-    """`_handle_dead_replica`: a replica that dies while another serves fails only its own requests; the
-    last one ends the pipeline (every request in flight answered, the orchestrator's own shutdown) with
-    what it said it died of (81), 85 when it vanished without a word, 80 for an inline stage whose
+    """`_handle_dead_replica`: a replica that dies while another serves fails only its own requests, as a
+    lost replica's (503, not fatal: a fatal answer would end the server); the last one ends the
+    pipeline (every request in flight answered, the orchestrator's own shutdown) with what it said it
+    died of (81), 85 when it vanished without a word, 80 for an inline stage whose
     executor was lost; a remote replica is detached through the membership controller, its requests
     answered as lost (not fatal), and its stage's window opened: the pipeline ends only when the window
     passes, with 86. The plugin's wrap on the release, vLLM-Omni's own on the series (patch 31)."""
@@ -1639,7 +1646,7 @@ def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both
     local = {"unregistered": [], "window": None}
     assert dead["oom, another replica serves on"] == {
         **local,
-        "answers": [["r1", 500, True]],  # r2 is bound to the live replica
+        "answers": [["r1", 503, False]],  # r2 is bound to the live replica
         "cleaned": ["r1"],
         "stops": [],
         "exit": None,

@@ -32,6 +32,7 @@ __all__ = [
     "UNAVAILABLE",
     "classify_core",
     "fatal_record",
+    "replica_lost_record",
     "stage_failure_record",
     "timeout_record",
     "unavailable_record",
@@ -116,3 +117,13 @@ def timeout_record(message: str, *, stage_id: int | None, request_id: str | None
 def unavailable_record(message: str, *, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
     """Not serving now (server 503, as `OmniServiceUnavailableError` classifies), `message` its public text."""
     return UNAVAILABLE.record(message, request_id=request_id, stage_id=stage_id)
+
+
+def replica_lost_record(*, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
+    """A request of a replica that died while its stage has another: 503, not fatal (the pipeline
+    serves on, and another replica takes the request if the client sends it again)."""
+    return unavailable_record(
+        f"Stage {stage_id} lost the replica serving this request; another replica serves on: retry the request",
+        stage_id=stage_id,
+        request_id=request_id,
+    )

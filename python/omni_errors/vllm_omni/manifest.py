@@ -366,6 +366,7 @@ TARGETS: tuple[Target, ...] = (
                       "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
                       "OrchestratorBase.request_async_queue", "OrchestratorBase.stage_pools",
                       "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
+                      "vllm_omni.engine.stage_pool:StagePool.live_replica_ids",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._engine_dead",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
@@ -378,7 +379,7 @@ TARGETS: tuple[Target, ...] = (
                     "through `_fail_pipeline` (`omni_errors.fatal.process.end_pipeline`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
            "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
-           upstreamed={_R030: "303cdbedebf6ec8a"},
+           upstreamed={_R030: "6427e56f818c3087"},
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
@@ -403,7 +404,9 @@ TARGETS: tuple[Target, ...] = (
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
            upstreamed={_R030: "2050b14b952da0ad"},
            relies_on=("OrchestratorBase.output_async_queue", "OrchestratorBase._cleanup_request_ids",
-                      "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed"),
+                      "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed",
+                      "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
+                      "vllm_omni.engine.stage_pool:StagePool.live_replica_ids"),
            process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
            does="in multi-node mode a request whose stage has no live replica gets 503 with `Retry-After`, not "
                 "a fatal record (a replica may register again); one sent to a replica that just died while its "

@@ -29,7 +29,7 @@ from omni_errors.carry import died_of, output_record
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.link_watch import RemoteReplica
-from omni_errors.semantics.core_table import fatal_record
+from omni_errors.semantics.core_table import fatal_record, replica_lost_record
 from omni_errors.semantics.ids import with_request_id
 from omni_errors.server.rejoin import rejoin
 from omni_errors.vllm_omni.client import last_words
@@ -37,7 +37,6 @@ from omni_errors.vllm_omni.records import (
     error_message_class,
     other_replica_lives,
     record_message_class,
-    replica_lost_record,
     stage_serves_on,
 )
 from omni_errors.vllm_omni.settings import LOG_NAME

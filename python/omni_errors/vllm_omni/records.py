@@ -5,8 +5,8 @@ fields only gets its record from them. A failed stage output's record is `omni_e
 
 vLLM-Omni answers the requests of a dead replica with `fatal=True` whether or not its stage has
 another replica; a fatal answer ends the server. Inside `stage_serves_on()` (the orchestrator's
-eviction of one replica of a stage that keeps a live one) such a message gets `replica_lost_record`
-instead: 503, not fatal, so that vLLM-Omni's per-replica isolation holds.
+eviction of one replica of a stage that keeps a live one) such a message gets the core's
+`replica_lost_record` instead: 503, not fatal, so that vLLM-Omni's per-replica isolation holds.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.semantics.core_table import unavailable_record
+from omni_errors.semantics.core_table import replica_lost_record
 from omni_errors.semantics.legacy import from_error_message, to_legacy
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "message_record",
     "other_replica_lives",
     "record_message_class",
-    "replica_lost_record",
     "stage_serves_on",
 ]
 
@@ -47,15 +46,6 @@ def stage_serves_on(serves_on: bool = True) -> Iterator[None]:
 def other_replica_lives(pool: Any, replica_id: int | None) -> bool:
     """Whether the stage of `pool` (a `StagePool`) has a live replica other than `replica_id`."""
     return replica_id is not None and any(live != replica_id for live in pool.live_replica_ids())
-
-
-def replica_lost_record(*, stage_id: int | None, request_id: str | None = None) -> OmniErrorDetails:
-    """A request of a lost replica whose stage serves on: 503 (retry: another replica takes it), not fatal."""
-    return unavailable_record(
-        f"Stage {stage_id} lost the replica serving this request; another replica serves on: retry the request",
-        stage_id=stage_id,
-        request_id=request_id,
-    )
 
 
 _message_classes: dict[type, Any] = {}
