@@ -182,6 +182,14 @@ class OmniServer:
                     total += sample.value
         return total
 
+    def wait_for_fault(self, timeout: float = 60.0) -> None:
+        """Until a fault fired in a stage (the fake engines write `marker`): the stage is busy with
+        the request that asked for it. Fails when none did within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while not self.marker.exists():
+            assert time.monotonic() < deadline, "the request never reached the stage"
+            time.sleep(0.05)
+
     # -- ending it ------------------------------------------------------------------------------
 
     def interrupt(self) -> None:

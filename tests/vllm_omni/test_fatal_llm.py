@@ -8,7 +8,6 @@ server (the topology does not matter here; the three-stage cases are `test_llm_p
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -61,10 +60,7 @@ def test_an_output_the_api_process_cannot_read_ends_the_server_non_zero(tmp_path
 def test_ctrl_c_with_the_llm_stage_busy_stops_every_process(tmp_path: Path) -> None:
     with _server(tmp_path) as server, ThreadPoolExecutor(1) as pool:
         answer = pool.submit(server.chat, "hi [fault:hold]", timeout=60)
-        deadline = time.monotonic() + 60
-        while not server.marker.exists():  # until the stage is busy with the request
-            assert time.monotonic() < deadline, "the request never reached the stage"
-            time.sleep(0.05)
+        server.wait_for_fault()
         server.interrupt()
         assert server.wait_exit(EXIT_BOUND_S) is not None
         assert answer.result().status_code in (200, 500, 503)

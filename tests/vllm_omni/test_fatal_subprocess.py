@@ -5,7 +5,6 @@ Each test starts its own server, because each ends it.
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,10 +32,7 @@ def test_ctrl_c_ends_a_busy_server_cleanly(tmp_path: Path) -> None:
     with OmniServer(tmp_path, plugin=True, subprocess_stage=True) as server:
         with ThreadPoolExecutor(1) as pool:
             pool.submit(server.images, "a cat [fault:hold]", timeout=30)
-            deadline = time.monotonic() + 60
-            while not server.marker.exists():  # until the stage is busy with the request
-                assert time.monotonic() < deadline, "the request never reached the stage"
-                time.sleep(0.05)
+            server.wait_for_fault()
             server.interrupt()
             assert server.wait_exit(STOP_BOUND_S) is not None
         assert_clean_exit(server)
