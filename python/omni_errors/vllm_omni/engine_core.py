@@ -29,9 +29,8 @@ import weakref
 from types import ModuleType
 from typing import Any, ClassVar
 
-from omni_errors._native import decode, encode
-from omni_errors.carry import Carried, record_failure
-from omni_errors.errors import DecodeError
+from omni_errors._native import encode
+from omni_errors.carry import Carried, carried, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import fatal_record
@@ -175,18 +174,6 @@ def make_engine_shutdown(module: ModuleType, original: Any) -> Any:
     return shutdown
 
 
-def _last_fatal(outputs: Any) -> Carried | None:
-    raw = getattr(outputs, "omni_error", None)
-    if raw is None:
-        return None
-    try:
-        details = decode(raw)
-    except DecodeError:
-        _log.warning("omni-errors: an engine core's death notice carried an unreadable record; ignored")
-        return None
-    return Carried(details, ExitCode.parse(getattr(outputs, "omni_error_exit", None)))
-
-
 def make_client_init(module: ModuleType, original: Any) -> Any:
     """`StageEngineCoreClientBase.__init__`: the client keeps the record its engine core died of."""
 
@@ -206,7 +193,7 @@ def _keep_last_fatal(client: Any) -> None:
 
     def decode_keeping(*args: Any, **kwargs: Any) -> Any:
         outputs = decode_outputs(*args, **kwargs)
-        said = _last_fatal(outputs)
+        said = carried(outputs)  # the death notice's record; None on any other batch
         target = owner()
         if said is not None and target is not None:
             target.last_fatal = said
