@@ -152,7 +152,7 @@ pytest-omni-llm:
 	$(TIMED) pytest-omni-llm -- $(OMNI_BIN)/python -m pytest $(OMNI_LLM_TESTS)
 
 pytest-multinode:
-	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS)
+	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS) --ignore-glob='$(OMNI_LLM_TESTS)'
 
 bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
 	$(OMNI_BIN)/python benches/plugin_startup.py
@@ -163,7 +163,8 @@ bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each 
 # first on .venv-omni's path (PYTHONPATH): the same torch and vLLM, no second install.
 UPSTREAM_TREE := .cache/vllm-omni-0.30.0-upstream
 UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
-	tests/vllm_omni/test_http_surface.py tests/vllm_omni/test_multinode_after.py
+	tests/vllm_omni/test_http_surface.py tests/vllm_omni/test_multinode_after.py tests/vllm_omni/test_fatal_llm_pipeline.py \
+	tests/vllm_omni/test_multinode_llm.py
 
 upstream-tree: audit-corpus ## apply the upstream patch series (and each prefix) to the vllm-omni 0.30.0 sources in .cache/
 	$(TIMED) upstream-tree -- $(BIN)/python tests/vllm_omni/upstream_tree.py --prefixes

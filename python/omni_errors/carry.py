@@ -57,6 +57,7 @@ __all__ = [
     "Tombstone",
     "attach",
     "carried",
+    "death_notice",
     "died_of",
     "failure_frame_fields",
     "frame_fields",
@@ -202,6 +203,17 @@ def died_of(
     else:
         code = ExitCode.STAGE_LOST
     return fatal_record(stage_id=stage_id), code
+
+
+def death_notice(exc: BaseException | None) -> Carried:
+    """What an engine that dies of `exc` says it died of, and its exit code: `exc`'s record when it is
+    fatal by type (81 for an OOM anywhere in its chain), else the canonical fatal record with 80 (any
+    exception that escapes an engine loop ends the engine). The code is noted in this process's
+    fatal state (an OOM seen earlier is not hidden by a later dead engine)."""
+    value = record_failure(exc) if exc is not None else None
+    if value is None or not value.details.fatal:
+        value = Carried(fatal_record(stage_id=None), ExitCode.FATAL_ENGINE)
+    return Carried(value.details, process.note(value.exit_code or ExitCode.FATAL_ENGINE))
 
 
 def failure_frame_fields(exc: BaseException, *, request_id: str | None = None) -> dict[str, Any]:

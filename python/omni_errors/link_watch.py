@@ -6,15 +6,17 @@ gone: a SIGKILLed remote proc is only noticed by the coordinator's heartbeat tim
 too), and a remote proc never notices that its head is gone. A `LinkWatch` gives each `tcp://` link:
 
 - ZMTP heartbeats, set before it binds or connects: a PING every `HEARTBEAT_IVL_MS`, and a
-  connection whose peer has said nothing for `HEARTBEAT_TIMEOUT_MS` is dropped (a network cut);
+  connection whose peer has said nothing for `HEARTBEAT_TIMEOUT_MS` is dropped (a network cut); or,
+  for the links of an LLM stage's engine core (vLLM's asyncio sockets), TCP keepalive probes;
 - a socket monitor, also set up before it binds or connects, read by one thread per watch: a link
   whose peer completed its handshake and then disconnected (a reset or FIN when the peer dies, a
   heartbeat timeout when the network is cut) is lost, and the watch tells its subscriber once.
 
 IPC and inproc endpoints (one host) are bound or connected as they are: a local process is watched
 by its own sentinel. `RemoteReplica` stands in for the process manager a remote replica's client
-lacks (its process is alive while its links are); `head_links` ends a remote stage process whose
-head is gone (exit 86, `ExitCode.LINK_LOST`). vLLM-Omni calls these from its own client and proc
+lacks (its process is alive while its links are: a diffusion client's `_proc_manager`, an LLM
+client's engine manager, which vLLM's own monitor reads); `head_links` ends a remote stage process
+whose head is gone (exit 86, `ExitCode.LINK_LOST`). vLLM-Omni calls these from its own client and proc
 (the upstream series); the plugin, on a release without them, from its wraps.
 """
 
@@ -26,6 +28,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from multiprocessing import connection
 from typing import Any
 
 import zmq
@@ -36,6 +39,9 @@ from omni_errors.fatal.exitcodes import ExitCode
 __all__ = [
     "HEARTBEAT_IVL_MS",
     "HEARTBEAT_TIMEOUT_MS",
+    "KEEPALIVE_IDLE_S",
+    "KEEPALIVE_INTVL_S",
+    "KEEPALIVE_PROBES",
     "LinkWatch",
     "RemoteProcess",
     "RemoteReplica",
@@ -49,6 +55,11 @@ HEARTBEAT_IVL_MS = 400
 #: ...and a link whose peer stays silent this long is dropped (what a network cut looks like).
 HEARTBEAT_TIMEOUT_MS = 1200
 _POLL_MS = 250
+#: A link without heartbeats: a probe after this many idle seconds, one every KEEPALIVE_INTVL_S, and the
+#: peer is gone after KEEPALIVE_PROBES unanswered (about 3 s on an idle link).
+KEEPALIVE_IDLE_S = 1
+KEEPALIVE_INTVL_S = 1
+KEEPALIVE_PROBES = 2
 _EVENTS = (
     zmq.EVENT_ACCEPTED
     | zmq.EVENT_CONNECTED
@@ -101,11 +112,19 @@ class LinkWatch:
     """One peer's links (its endpoints): the sockets, and a thread reading their monitors.
 
     `bind` and `connect` set a link up; `when_lost` names who is told, once, that the peer is gone
-    (a subscriber that comes after the loss is told at once)."""
+    (a subscriber that comes after the loss is told at once). A link's queued messages are dropped
+    when it closes, unless `keep_linger`: a stage's last words to its head must still go out.
+    Without `heartbeats`, a silent peer is found by TCP keepalive probes instead of ZMTP heartbeats
+    (`KEEPALIVE_*`): vLLM's asyncio engine-core sockets, under CURVE, read a heartbeat as a message
+    that is not there (`zmq.Again` out of a receive) and end the engine."""
 
-    def __init__(self, name: str, endpoints: Sequence[str]) -> None:
+    def __init__(
+        self, name: str, endpoints: Sequence[str], *, keep_linger: bool = False, heartbeats: bool = True
+    ) -> None:
         self.name = name
         self.endpoints = tuple(endpoints)
+        self.keep_linger = keep_linger
+        self.heartbeats = heartbeats
         self.sockets: dict[str, zmq.Socket[Any]] = {}
         self._monitors: list[tuple[zmq.Socket[Any], _Peers]] = []
         # The owner's thread adds monitors and subscribes while this watch's thread reads and reports.
@@ -133,11 +152,18 @@ class LinkWatch:
         before `connect` returns to this thread)."""
         if not _watched(endpoint):
             return
-        socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
-        socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
-        socket.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
-        # What is still queued for a peer that is gone is never delivered: closing must not wait for it.
-        socket.setsockopt(zmq.LINGER, 0)
+        if self.heartbeats:
+            socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)
+            socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
+            socket.setsockopt(zmq.HEARTBEAT_TTL, HEARTBEAT_TIMEOUT_MS)
+        else:
+            socket.setsockopt(zmq.TCP_KEEPALIVE, 1)
+            socket.setsockopt(zmq.TCP_KEEPALIVE_IDLE, KEEPALIVE_IDLE_S)
+            socket.setsockopt(zmq.TCP_KEEPALIVE_INTVL, KEEPALIVE_INTVL_S)
+            socket.setsockopt(zmq.TCP_KEEPALIVE_CNT, KEEPALIVE_PROBES)
+        if not self.keep_linger:
+            # What is still queued for a peer that is gone is never delivered: closing must not wait for it.
+            socket.setsockopt(zmq.LINGER, 0)
         with self._lock:
             address = f"inproc://omni-errors-link-{id(self):x}-{len(self._monitors)}"
             socket.monitor(address, _EVENTS)
@@ -267,6 +293,12 @@ class RemoteReplica:
         self.manager_stopped = True
         self.watch.stop()
         self.proc.end()
+
+    def monitor_engine_liveness(self) -> None:
+        """Return once the replica is gone or let go (vLLM's engine monitor thread calls it, as it does
+        its process manager's: an LLM replica's client then marks its engine dead)."""
+        while not self.manager_stopped and not connection.wait([self.proc.sentinel], timeout=1.0):
+            pass
 
 
 def head_links(endpoints: Sequence[str]) -> LinkWatch:

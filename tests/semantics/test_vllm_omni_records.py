@@ -1,7 +1,9 @@
 """How a failure on the stage side is read (`omni_errors.carry`), with vLLM's own output classes.
 
-LLM stages cannot start on CPU, so their hop is tested here with the real `EngineCoreOutput`,
-`FinishReason.ERROR` and (vLLM >= 0.31) `RequestError`; this module runs in both environments.
+Each piece of the LLM stages' hop is tested here with the real `EngineCoreOutput`,
+`FinishReason.ERROR` and (vLLM >= 0.31) `RequestError`, and what a dying engine core says it died
+of; this module runs in both environments (the whole route, on a real server: tests/vllm_omni/
+test_fatal_llm*.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from omni_errors.carry import (
     FRAME_KEY,
     Carried,
     carried,
+    death_notice,
     died_of,
     failure_frame_fields,
     frame_fields,
@@ -176,3 +179,28 @@ def test_a_lost_replica_died_of_what_it_said_else_of_how_it_was_lost() -> None:
         "dead engine": (said, ExitCode.FATAL_ENGINE),
         "vanished": (said, ExitCode.STAGE_LOST),
     }
+
+
+def _inductor_error() -> BaseException:
+    from torch._inductor.exc import InductorError
+
+    return InductorError(RuntimeError("Triton compilation failed"), None)
+
+
+@pytest.mark.parametrize(
+    ("make", "code"),
+    [
+        (lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"), ExitCode.OOM),
+        (_inductor_error, ExitCode.FATAL_ENGINE),
+        (lambda: ValueError("bad tensor in /home/alice/model.safetensors"), ExitCode.FATAL_ENGINE),
+        (lambda: None, ExitCode.FATAL_ENGINE),
+    ],
+    ids=["oom-81", "inductor-80", "anything-escaping-the-loop-80", "nothing-handled-80"],
+)
+@pytest.mark.usefixtures("clean_fatal_state")
+def test_a_dead_engine_core_says_what_it_died_of_by_type(make: object, code: ExitCode) -> None:
+    said = death_notice(make())  # type: ignore[operator]
+    assert said.exit_code == code
+    assert said.details.fatal and said.details.status_code == 500
+    assert "/home/" not in said.details.message and "GiB" not in said.details.message
+    assert fatal_state.exit_code() == code  # noted in the stage process's fatal state

@@ -2,33 +2,21 @@
 classes, and a lost replica's answer while its stage serves on (`records.stage_serves_on`).
 
 The servers that prove the whole route are `test_fatal_llm*.py`; these check each piece alone: what
-the notice is on the wire to a client with and without the plugin, what a stage says it died of,
-and what the orchestrator's answers become.
+the notice is on the wire to a client with and without the plugin, and what the orchestrator's
+answers become (what a stage says it died of is the core's: tests/semantics/test_vllm_omni_records.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 
-import pytest
-import torch
 from omni_errors import OmniErrorDetails, classify, decode, encode
-from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni.engine_core import death_notice, make_client_init, record_outputs_class
+from omni_errors.vllm_omni.engine_core import make_client_init, record_outputs_class
 from omni_errors.vllm_omni.records import record_message_class, stage_serves_on
 from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 from vllm_omni.engine import OmniEngineCoreOutputs
 from vllm_omni.engine.messages import ErrorMessage
-
-
-@pytest.fixture(autouse=True)
-def fresh_fatal_state() -> Iterator[None]:
-    """`death_notice` notes its code in the process's fatal state: each test starts and ends clean."""
-    fatal.reset()
-    yield
-    fatal.reset()
 
 
 def _notice(code: ExitCode) -> object:
@@ -86,30 +74,6 @@ def test_the_client_keeps_what_its_engine_said_it_died_of() -> None:
     decoder.decode(MsgpackEncoder().encode(_notice(ExitCode.OOM)))
     assert client.last_fatal.exit_code == ExitCode.OOM  # type: ignore[attr-defined]
     assert client.last_fatal.details.fatal  # type: ignore[attr-defined]
-
-
-def _inductor_error() -> BaseException:
-    from torch._inductor.exc import InductorError
-
-    return InductorError(RuntimeError("Triton compilation failed"), None)
-
-
-@pytest.mark.parametrize(
-    ("make", "code"),
-    [
-        (lambda: torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"), ExitCode.OOM),
-        (_inductor_error, ExitCode.FATAL_ENGINE),
-        (lambda: ValueError("bad tensor in /home/alice/model.safetensors"), ExitCode.FATAL_ENGINE),
-        (lambda: None, ExitCode.FATAL_ENGINE),
-    ],
-    ids=["oom-81", "inductor-80", "anything-escaping-the-loop-80", "nothing-handled-80"],
-)
-def test_a_dead_engine_core_says_what_it_died_of_by_type(make: object, code: ExitCode) -> None:
-    said = death_notice(make())  # type: ignore[operator]
-    assert said.exit_code == code
-    assert said.details.fatal and said.details.status_code == 500
-    assert "/home/" not in said.details.message and "GiB" not in said.details.message
-    assert fatal.exit_code() == code  # noted in the stage process's fatal state
 
 
 def test_a_lost_replicas_answer_while_its_stage_serves_on_is_a_503_not_a_fatal_record() -> None:

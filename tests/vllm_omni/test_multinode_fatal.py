@@ -21,7 +21,7 @@ import httpx
 import msgspec
 import pytest
 import zmq
-from multinode import MASTER_PORT, Deployment, Node, deployment
+from multinode import MASTER_PORT, Deployment, Node, deployment, make_key_dirs
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.security import keys
 from omni_server import error_of
@@ -34,27 +34,9 @@ NO_REPLY_S = 5.0
 DISPATCHED = 30.0  # requests sent -> the head has sent one to a replica
 
 
-def _key_dirs(root: Path) -> tuple[Path, Path, Path]:
-    """(head's, stage's, an outsider's) key directories, as an operator lays them out."""
-    made = root / "made"
-    for name in ("head", "stage0", "outsider"):
-        keys.generate(made, name)
-    head, stage, outsider = root / "head", root / "stage", root / "outsider"
-    for directory, files in (
-        (head, ("head.key_secret", "head.key", "stage0.key")),
-        (stage, ("stage0.key_secret", "head.key")),
-        (outsider, ("outsider.key_secret", "head.key")),
-    ):
-        directory.mkdir(mode=0o700)
-        for name in files:
-            (directory / name).write_bytes((made / name).read_bytes())
-            (directory / name).chmod(0o600 if name.endswith("_secret") else 0o644)
-    return head, stage, outsider
-
-
 @pytest.fixture(scope="module")
 def key_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    return _key_dirs(tmp_path_factory.mktemp("keys"))
+    return make_key_dirs(tmp_path_factory.mktemp("keys"))
 
 
 @pytest.fixture(scope="module")

@@ -574,16 +574,15 @@ async def outage():
 report["outage"] = asyncio.run(outage())
 """
 
-#: After `_OUTAGE`, from a clean fatal state: `_handle_stage_error` on a CFG companion's client error, on
-#: an OOM from a one-host replica (the pipeline ends) and on the same OOM from a remote replica (the
-#: replica is dead, the pipeline serves on). `_BOUNDARY`, next, resets the fatal state again.
+#: After `_OUTAGE`, from a clean fatal state: `_handle_stage_error` on a CFG companion's client error and
+#: on an OOM from a one-host replica (the pipeline ends); the same OOM from a remote replica is
+#: `_DEAD_REPLICA`'s. `_BOUNDARY`, next, resets the fatal state again.
 _STAGE_ERROR = r"""
 import asyncio
 from omni_errors import OmniErrorDetails
 from omni_errors.carry import Carried, attach
 from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.link_watch import RemoteReplica
 from omni_errors.semantics.core_table import fatal_record
 from vllm_omni.engine.orchestrator import OrchestratorBase
 
@@ -594,7 +593,7 @@ def failed_output(request_id, details, code=None):
     return output
 
 
-async def stage_error(output, *, remote=False):
+async def stage_error(output):
     fatal_state.reset()
     orch = OrchestratorBase.__new__(OrchestratorBase)
     orch.output_async_queue, orch.request_async_queue = asyncio.Queue(), asyncio.Queue()
@@ -611,12 +610,11 @@ async def stage_error(output, *, remote=False):
         get_parent_id=lambda request_id: request_id.removesuffix("-cfg"),
         cleanup_parent=lambda request_id: [f"{request_id}-cfg"],
     )
-    manager = RemoteReplica.__new__(RemoteReplica) if remote else None
-    replica = SimpleNamespace(_proc_manager=manager, _engine_dead=False)
+    replica = SimpleNamespace(_proc_manager=None)
     # The stage's one replica, 0: a fatal record from it ends the pipeline (no other replica serves on).
     pool = SimpleNamespace(get_bound_replica_id=lambda request_id: 0, clients=[replica], live_replica_ids=lambda: [0])
     orch.stage_pools = {1: pool}
-    orch._membership = object() if remote else None
+    orch._membership = None
     orch.request_states = {"r1": None, "r2": None}
     await orch._handle_stage_error(1, output)
     answers = []
@@ -627,8 +625,7 @@ async def stage_error(output, *, remote=False):
     while not orch.request_async_queue.empty():
         stops.append(type(orch.request_async_queue.get_nowait()).__name__)
     code = fatal_state.exit_code()
-    return {"answers": answers, "cleaned": cleaned, "stops": stops, "exit": code and int(code),
-            "replica_dead": replica._engine_dead}
+    return {"answers": answers, "cleaned": cleaned, "stops": stops, "exit": code and int(code)}
 
 
 client = OmniErrorDetails("height must be a multiple of 16", "client", 400, "BadRequestError", parameter="height")
@@ -636,7 +633,6 @@ oom = fatal_record(stage_id=1)
 report["stage_error"] = {
     "client error, CFG companion": asyncio.run(stage_error(failed_output("r1-cfg", client))),
     "oom, one host": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM))),
-    "oom, remote replica": asyncio.run(stage_error(failed_output("r1", oom, ExitCode.OOM), remote=True)),
 }
 fatal_state.reset()
 """
@@ -644,13 +640,14 @@ fatal_state.reset()
 #: After `_STAGE_ERROR`: `_handle_dead_replica` on stage 7 for each way a replica is lost: a subprocess
 #: replica that said it died of an OOM while another serves on, then as the last one; one that
 #: vanished without a word; an inline replica whose executor was lost; a remote replica (multi-node
-#: head), whose stage's rejoin window opens and, shortened here, passes. The clients are vLLM-Omni's
-#: own classes; their sockets, pool and membership are stand-ins.
+#: head), whose stage's rejoin window opens and, shortened here, passes; and the same remote replica
+#: lost at once through `_handle_stage_error`, when it sends the OOM it dies of. The clients are
+#: vLLM-Omni's own classes; their sockets, pool and membership are stand-ins.
 _DEAD_REPLICA = r"""
 import asyncio
 import time
 import zmq
-from omni_errors.carry import Carried
+from omni_errors.carry import Carried, attach
 from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.link_watch import RemoteReplica
@@ -698,8 +695,9 @@ def inline_replica():
     return client
 
 
-async def dead_replica(client, *, others=0, remote=False, window_s=None):
+async def dead_replica(client, *, others=0, remote=False, window_s=None, sends=None):
     fatal_state.reset()
+    rejoin().close(7)  # an earlier case's window, passed
     orch = OrchestratorBase.__new__(OrchestratorBase)
     orch.output_async_queue, orch.request_async_queue = asyncio.Queue(), asyncio.Queue()
     orch._stage_replica_waiting, orch._prom_metrics, orch._engines_waiting_counter = {}, None, None
@@ -711,7 +709,7 @@ async def dead_replica(client, *, others=0, remote=False, window_s=None):
             orch.request_states.pop(request_id, None)
 
     orch._cleanup_request_ids = cleanup
-    orch._cfg_tracker = SimpleNamespace(cleanup_parent=lambda request_id: [])
+    orch._cfg_tracker = SimpleNamespace(cleanup_parent=lambda request_id: [], is_companion=lambda request_id: False)
     pool = Pool([client, *(object() for _ in range(others))], {"r1": 0, "r2": 1 if others else 0})
     unregistered = []
 
@@ -725,7 +723,12 @@ async def dead_replica(client, *, others=0, remote=False, window_s=None):
     orch.request_states["r3"] = SimpleNamespace(stage_submit_ts={})  # not routed through stage 7
     if window_s is not None:
         rejoin().window_s = window_s
-    await orch._handle_dead_replica(7, 0, EngineDeadError("replica 0 of stage 7 died"))
+    if sends is None:
+        await orch._handle_dead_replica(7, 0, EngineDeadError("replica 0 of stage 7 died"))
+    else:  # r1's output: the record the replica dies of
+        output = SimpleNamespace(request_id="r1", error=None, error_status_code=None, error_type=None)
+        attach(output, sends)
+        await orch._handle_stage_error(7, output)
     outage = rejoin().outage(7)
     deadline = time.monotonic() + 30
     while outage is not None and orch.request_async_queue.empty() and time.monotonic() < deadline:
@@ -756,9 +759,81 @@ report["dead_replica"] = {
     "vanished, the last replica": asyncio.run(dead_replica(subprocess_replica())),
     "inline, executor lost": asyncio.run(dead_replica(inline_replica())),
     "remote, the last replica": asyncio.run(dead_replica(subprocess_replica(remote=True), remote=True, window_s=0.3)),
+    "remote, its fatal record": asyncio.run(
+        dead_replica(subprocess_replica(oom, remote=True), remote=True, window_s=0.3, sends=oom)
+    ),
 }
 rejoin().window_s = window_s
 rejoin().close(7)
+fatal_state.reset()
+"""
+
+#: After `_DEAD_REPLICA`: an LLM stage's engine core (vLLM-Omni's `StageEngineCoreProc`; its queue and
+#: output thread are stand-ins) dying of an OOM and of anything else, and refusing a request while it
+#: prepares it; each message it queues goes through vLLM's encoder and the stage client's decoder.
+_LLM_STAGE = r"""
+import queue
+import threading
+import torch
+from omni_errors.carry import carried
+from omni_errors.fatal import process as fatal_state
+from vllm.exceptions import VLLMValidationError
+from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
+from vllm_omni.engine import stage_engine_core_client
+from vllm_omni.engine.stage_engine_core_proc import StageEngineCoreProc
+
+
+def engine_core():
+    core = StageEngineCoreProc.__new__(StageEngineCoreProc)
+    core.engine_index, core.addresses = 0, SimpleNamespace(outputs=["ipc://api"])
+    core.output_queue, core.output_thread = queue.Queue(), threading.Thread(target=lambda: None)
+    core.output_thread.start()
+    return core
+
+
+def sent(core):
+    decoder = MsgpackDecoder(stage_engine_core_client.OmniEngineCoreOutputs)  # the client's
+    messages = []
+    while not core.output_queue.empty():
+        item = core.output_queue.get_nowait()
+        message = item[1] if isinstance(item, tuple) else item
+        if isinstance(message, bytes):  # vLLM's dead signal
+            messages.append(message.decode())
+        else:
+            messages.append(decoder.decode(MsgpackEncoder().encode(message)))
+    return messages
+
+
+def dies_of(exc):
+    fatal_state.reset()
+    core = engine_core()
+    try:
+        raise exc
+    except BaseException:
+        core._send_engine_dead()
+    notice, dead = sent(core)
+    said = carried(notice)
+    return [said.details.status_code, said.details.fatal, int(said.exit_code), dead, int(fatal_state.exit_code())]
+
+
+def refuses(exc):
+    core = engine_core()
+    try:
+        raise exc
+    except BaseException:
+        core._handle_request_preproc_error(SimpleNamespace(request_id="r1", client_index=0))
+    [answer] = sent(core)
+    output = answer.outputs[0]
+    details = carried(output).details
+    return [output.request_id, output.finish_reason.name, output.stop_reason, details.status_code,
+            details.parameter, sorted(answer.finished_requests)]
+
+
+report["llm_stage"] = {
+    "oom": dies_of(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")),
+    "anything else": dies_of(RuntimeError("Triton compilation failed")),
+    "refused": refuses(VLLMValidationError("no voice named 'alloy'", parameter="voice")),
+}
 fatal_state.reset()
 """
 
@@ -1440,6 +1515,7 @@ _COMPARED = (
     _OUTAGE,
     _STAGE_ERROR,
     _DEAD_REPLICA,
+    _LLM_STAGE,
     _BOUNDARY,
     _ADMISSION,
     _OWN_TRANSPORT,  # last: it switches the plugin off
@@ -1596,8 +1672,8 @@ def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_b
     """`_handle_stage_error`: a CFG companion's client error answers its parent with the stage's record
     (400, `parameter`), and the pipeline serves on; an OOM on one host answers every request in flight
     with the fatal record, stops the orchestrator through its own shutdown message and makes 81 the
-    exit code; the same OOM from a remote replica marks that replica dead and ends nothing. The
-    plugin's replacement on the release, vLLM-Omni's own on the series (patch 30): the same answers."""
+    exit code (the same OOM from a remote replica: `_handle_dead_replica`'s test). The plugin's
+    replacement on the release, vLLM-Omni's own on the series (patches 30, 32, 33): the same answers."""
     report = _report(tree, request)
     key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_stage_error"
     assert (key in report["patched"]) is (tree == "release")
@@ -1607,7 +1683,6 @@ def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_b
         "cleaned": [[["r1", "r1-cfg"], True]],
         "stops": [],
         "exit": None,
-        "replica_dead": False,
     }
     fatal = [500, "InternalServerError", None, True]
     assert stage_error["oom, one host"] == {
@@ -1615,14 +1690,6 @@ def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_b
         "cleaned": [[["r1", "r1-cfg"], True], [["r2"], False]],
         "stops": ["ShutdownRequestMessage"],
         "exit": 81,
-        "replica_dead": False,
-    }
-    assert stage_error["oom, remote replica"] == {
-        "answers": [["r1", *fatal]],
-        "cleaned": [[["r1", "r1-cfg"], True]],
-        "stops": [],
-        "exit": None,
-        "replica_dead": True,
     }
     if tree == "series":
         assert stage_error == request.getfixturevalue("on_the_release")["stage_error"]
@@ -1638,7 +1705,8 @@ def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both
     died of (81), 85 when it vanished without a word, 80 for an inline stage whose
     executor was lost; a remote replica is detached through the membership controller, its requests
     answered as lost (not fatal), and its stage's window opened: the pipeline ends only when the window
-    passes, with 86. The plugin's wrap on the release, vLLM-Omni's own on the series (patch 31)."""
+    passes, with 86; a remote replica that sends the OOM it dies of is lost at once, its stage's window
+    keeping 81. The plugin's wrap on the release, vLLM-Omni's own on the series (patches 31 to 33)."""
     report = _report(tree, request)
     key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_dead_replica"
     assert (key in report["patched"]) is (tree == "release")
@@ -1668,8 +1736,42 @@ def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both
         "unregistered": ["tcp://10.0.0.7:5000"],
         "window": [7, 86],
     }
+    assert dead["remote, its fatal record"] == {  # r1's own answer is its record; r2 was on the replica
+        "answers": [["r1", 500, True], ["r2", 500, False], ["r3", 500, True]],
+        "cleaned": ["r1", "r2", "r3"],
+        "stops": ["ShutdownRequestMessage"],
+        "exit": 81,
+        "unregistered": ["tcp://10.0.0.7:5000"],
+        "window": [7, 81],
+    }
     if tree == "series":
         assert dead == request.getfixturevalue("on_the_release")["dead_replica"]
+
+
+_LLM_TARGETS = (
+    "StageEngineCoreProc._send_engine_dead",
+    "StageEngineCoreProc._handle_request_preproc_error",
+    "StageEngineCoreProc.shutdown",
+    "OmniEngineCoreOutputs",
+    "StageEngineCoreClientBase.__init__",
+)
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
+def test_an_llm_stage_says_what_it_died_of_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
+    """An LLM stage's engine core that dies sends the record it dies of and its exit code (81 for an
+    OOM by type, 80 for anything else) before vLLM's dead signal, and notes the code in its process;
+    a request it refuses while preparing it is answered with its record (400, `parameter`) and its
+    text as `stop_reason`. The plugin's wraps on the release, vLLM-Omni's own on the series (patch 32)."""
+    report = _report(tree, request)
+    patched = {key.partition(":")[2] for key in report["patched"]} & set(_LLM_TARGETS)
+    assert patched == (set(_LLM_TARGETS) if tree == "release" else set())
+    llm = report["llm_stage"]
+    assert llm["oom"] == [500, True, 81, "ENGINE_CORE_DEAD", 81]
+    assert llm["anything else"] == [500, True, 80, "ENGINE_CORE_DEAD", 80]
+    assert llm["refused"] == ["r1", "ERROR", "no voice named 'alloy'", 400, "voice", ["r1"]]
+    if tree == "series":
+        assert llm == request.getfixturevalue("on_the_release")["llm_stage"]
 
 
 _MEMBERSHIP_TARGETS = ("MembershipController.start", "MembershipController._do_register")

@@ -25,6 +25,7 @@ membership and dispatch code that open, close and read them where vLLM-Omni does
 from __future__ import annotations
 
 import logging
+from multiprocessing import connection
 from types import ModuleType
 from typing import Any
 
@@ -41,6 +42,7 @@ __all__ = [
     "active",
     "make_do_register",
     "make_fail_request_dead_stage",
+    "make_headless_replica_group",
     "make_heartbeat_loop",
     "make_membership_start",
     "make_pick",
@@ -149,18 +151,37 @@ def make_registration_poll(module: ModuleType, original: int) -> int:
 def make_wait_for_diffusion_replicas(module: ModuleType, original: Any) -> Any:
     """`wait_for_diffusion_manager_liveness` (the headless launcher): the replica is reaped before its exit
     code is read (vLLM-Omni reads it first, and exits 0 or 1 at random), and the launcher ends with it."""
-    connection = module.connection
 
     def wait_for_diffusion_manager_liveness(managers: list[Any]) -> None:
-        by_sentinel = {manager.proc.sentinel: manager.proc for manager in managers}
-        first = by_sentinel[connection.wait(list(by_sentinel))[0]]
-        first.join(REAP_TIMEOUT_S)
-        code = first.exitcode
-        _log.info("omni-errors: headless diffusion replica %s exited (code=%s)", first.name, code)
-        if code is None or code == 0:
-            return
-        ended = stage_exit_code(code)
-        _log.error("omni-errors: the headless launcher exits with %d, as its replica ended", ended)
-        raise SystemExit(ended)
+        _end_with_the_first([manager.proc for manager in managers], "diffusion")
 
     return wait_for_diffusion_manager_liveness
+
+
+def make_headless_replica_group(module: ModuleType, original: Any) -> Any:
+    """`launch_headless_replica_group`: an LLM stage's launcher, which waits with vLLM-Omni's default
+    (`wait_for_manager_liveness`, then exit 0), ends with its replica's code too."""
+
+    def launch_headless_replica_group(*, wait_for_replicas: Any = None, **kwargs: Any) -> None:
+        original(wait_for_replicas=wait_for_replicas or _wait_for_llm_replicas, **kwargs)
+
+    return launch_headless_replica_group
+
+
+def _wait_for_llm_replicas(managers: list[Any]) -> None:
+    _end_with_the_first([proc for manager in managers for proc in manager.processes], "LLM")
+
+
+def _end_with_the_first(procs: list[Any], kind: str) -> None:
+    """Wait for the first of a launcher's replica processes to end, reap it, and end the launcher
+    with its code (a replica that exited 0 was stopped: the launcher returns)."""
+    by_sentinel = {proc.sentinel: proc for proc in procs}
+    first = by_sentinel[connection.wait(list(by_sentinel))[0]]
+    first.join(REAP_TIMEOUT_S)
+    code = first.exitcode
+    _log.info("omni-errors: headless %s replica %s exited (code=%s)", kind, first.name, code)
+    if code is None or code == 0:
+        return
+    ended = stage_exit_code(code)
+    _log.error("omni-errors: the headless launcher exits with %d, as its replica ended", ended)
+    raise SystemExit(ended)

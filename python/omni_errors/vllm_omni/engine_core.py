@@ -18,39 +18,57 @@
   `RecordEngineCoreOutput`), and each client keeps the record its engine said it died of
   (`last_fatal`, what `client.last_words` reads), so the orchestrator ends the pipeline with 80 or
   81 instead of 85 ("vanished without a word").
+
+A remote LLM stage (multi-node: `--headless`), whose links are vLLM's engine-core sockets:
+- `StageEngineCoreProc.run_stage_core`: a stage process loads vLLM's plugins before its handshake
+  (`run_stage_core` below), so that this plugin's CURVE and link watch apply to every socket;
+- `StageEngineCoreClientBase.make_async_mp_client` (API process): a remote replica's client watches
+  its two links, which stand in for the engine manager vLLM's monitor reads (`RemoteReplica`);
+- `EngineCoreProc._perform_handshakes` (stage process): the engine core watches its links to the
+  head and ends with 86 when they are lost.
 """
 
 # No `from __future__ import annotations` here: msgspec reads the fields of the record structs,
 # defined inside a function, from their evaluated annotations.
+import contextlib
 import logging
+import os
 import signal
 import sys
 import weakref
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, ClassVar
 
 from omni_errors._native import encode
-from omni_errors.carry import Carried, carried, record_failure
+from omni_errors.carry import carried, death_notice, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.semantics.core_table import fatal_record
+from omni_errors.link_watch import LinkWatch, RemoteReplica
+from omni_errors.vllm_omni.liveness import expect
 from omni_errors.vllm_omni.settings import LOG_NAME
 
 __all__ = [
-    "death_notice",
+    "make_async_mp_client",
     "make_client_init",
     "make_engine_core_outputs",
     "make_engine_shutdown",
+    "make_perform_handshakes",
     "make_preproc_error",
+    "make_run_stage_core",
     "make_send_engine_dead",
     "record_outputs_class",
+    "run_stage_core",
 ]
 
 _log = logging.getLogger(LOG_NAME)
 
 _outputs_classes: dict[type, Any] = {}
-#: Set in a stage process once its engine core sent its death notice: its shutdown ends the process.
+#: Set in a stage process once its engine core sent its death notice, or lost its head: its shutdown
+#: ends the process with that code.
 _died_with: list[ExitCode] = []
+#: vLLM-Omni's own `StageEngineCoreProc.run_stage_core`, once this process's plugin replaced it.
+_vllm_omni_run_stage_core: list[Any] = []
 
 
 def record_outputs_class(outputs: type) -> Any:
@@ -78,16 +96,6 @@ def record_outputs_class(outputs: type) -> Any:
 
     _outputs_classes[outputs] = RecordEngineCoreOutputs
     return RecordEngineCoreOutputs
-
-
-def death_notice(exc: BaseException | None) -> Carried:
-    """The record an engine core dies of, and its exit code: `exc`'s own when it is fatal by type
-    (81 for an OOM anywhere in its chain), else the canonical fatal record with 80 (any exception
-    that escapes the engine loop ends the engine). The code is noted in this process's fatal state."""
-    value = record_failure(exc) if exc is not None else None
-    if value is None or not value.details.fatal:
-        value = Carried(fatal_record(stage_id=None), ExitCode.FATAL_ENGINE)
-    return Carried(value.details, fatal.note(value.exit_code or ExitCode.FATAL_ENGINE))
 
 
 def make_engine_core_outputs(module: ModuleType, original: type) -> Any:
@@ -172,6 +180,78 @@ def make_engine_shutdown(module: ModuleType, original: Any) -> Any:
             raise SystemExit(code)  # the process ends here, with its documented code
 
     return shutdown
+
+
+def make_run_stage_core(module: ModuleType, original: Any) -> Any:
+    """`StageEngineCoreProc.run_stage_core`, what vLLM-Omni spawns an LLM stage process with: the
+    process runs `run_stage_core` below instead (module level: a spawned process finds it by name)."""
+    _vllm_omni_run_stage_core[:] = [original.__func__]  # the static method as stored
+    return staticmethod(run_stage_core)
+
+
+def run_stage_core(*args: Any, **kwargs: Any) -> None:
+    """An LLM stage process's entry point: vLLM's plugins first, then vLLM-Omni's own. vLLM loads them
+    only while it builds the engine core, after the handshake with the API process: on a remote
+    stage that socket would miss this plugin's CURVE (a head that requires it never answers) and
+    its link watch."""
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()  # type: ignore[no-untyped-call]
+    if _vllm_omni_run_stage_core:
+        _vllm_omni_run_stage_core[0](*args, **kwargs)
+        return
+    # The plugin did not register in this process: vLLM-Omni's own entry point is in place.
+    from vllm_omni.engine.stage_engine_core_proc import StageEngineCoreProc
+
+    StageEngineCoreProc.run_stage_core(*args, **kwargs)
+
+
+def make_perform_handshakes(module: ModuleType, original: Any) -> Any:
+    """`EngineCoreProc._perform_handshakes` (stage process): an engine core whose client is on another
+    host (its addresses are TCP: a `--headless` stage) watches its links to it; when the head is
+    gone or cut off, the process ends with 86 (`ExitCode.LINK_LOST`)."""
+
+    @contextlib.contextmanager
+    def _perform_handshakes(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with original(self, *args, **kwargs) as addresses:
+            links = [a for a in (*addresses.inputs, *addresses.outputs) if a.startswith("tcp://")]
+            if links:  # connected by the IO threads started before the context exits
+                # Its outputs keep their linger: a death notice must still reach the head.
+                watch = LinkWatch("engine-core", links, keep_linger=True, heartbeats=False)
+                watch.when_lost(_head_lost)
+                expect(watch)
+            yield addresses
+
+    return _perform_handshakes
+
+
+def _head_lost(reason: str) -> None:
+    """The engine core's links to its head are lost: the process ends with 86. vLLM-Omni's SIGTERM
+    handler ends the busy loop, and `shutdown`'s wrap exits with the code."""
+    _died_with.append(fatal.note(ExitCode.LINK_LOST))
+    _log.critical("omni-errors: this engine core lost its head (%s); ending it (exit %d)", reason, _died_with[-1])
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def make_async_mp_client(module: ModuleType, original: Any) -> Any:
+    """`StageEngineCoreClientBase.make_async_mp_client`: a remote replica's client (a multi-node head's:
+    its engine core runs on another host, and it has no engine manager) watches its links, which
+    stand in for the engine manager, so vLLM's own monitor sees the engine die when they are lost."""
+
+    build = original.__func__  # the static method as stored
+
+    def make_async_mp_client(*args: Any, **kwargs: Any) -> Any:
+        addresses = kwargs.get("client_addresses") or {}
+        if kwargs.get("engine_manager") is None and "input_address" in addresses:
+            metadata = kwargs.get("metadata")
+            name = f"stage-{getattr(metadata, 'stage_id', '?')}-replica-{getattr(metadata, 'replica_id', '?')}"
+            # TCP keepalive, not ZMTP heartbeats: see `LinkWatch`.
+            watch = LinkWatch(name, (addresses["input_address"], addresses["output_address"]), heartbeats=False)
+            expect(watch)  # the client binds them: keepalive and a monitor on each
+            kwargs["engine_manager"] = RemoteReplica(watch)
+        return build(*args, **kwargs)
+
+    return staticmethod(make_async_mp_client)
 
 
 def make_client_init(module: ModuleType, original: Any) -> Any:

@@ -162,9 +162,21 @@ _R030 = "0.30.0"
 _S030 = "0.30.0+series"
 # An upstream change whose place a later patch changes again: its fingerprint on the prefixes before that patch.
 _R030_BEFORE_25 = "0.30.0 (patches 19-24)"
+# Patches 32 to 34 change places earlier patches' changes are read at (per-replica isolation in
+# patches 28 and 30's, a remote LLM replica in 30 and 31's and the LLM stage's run in 32's, the
+# LLM launcher's wait beside patch 11's): their fingerprints on the prefixes before.
+_R030_BEFORE_32 = "0.30.0 (before patch 32)"
+_R030_BEFORE_33 = "0.30.0 (before patch 33)"
+_R030_BEFORE_34 = "0.30.0 (before patch 34)"
 _TRANSPORT = "_OmniConnectorPayloadTransportMixin"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
+# vLLM makes, binds and connects an LLM stage's engine-core sockets inside `MPClient.__init__` and the
+# engine core's IO threads, with no hook for their options or a monitor: a change in vLLM (docs/upstream.md).
+_ENGINE_LINKS_UPSTREAM = (
+    "vLLM lets the caller of its engine-core client and `EngineCoreProc` watch the sockets they make (options and "
+    "a monitor before they bind or connect); vLLM-Omni then watches a remote replica's links itself"
+)
 _ADMISSION_UPSTREAM = "a paused or sleeping engine rejects new requests with 503, as vLLM's `engine_paused` does"
 _ADMISSION_FIELDS = (
     "AsyncOmni._pause_cond",
@@ -245,7 +257,9 @@ TARGETS: tuple[Target, ...] = (
            upstream="`run_loop` sends an error frame with `failure_frame_fields(EngineDeadError())` before "
                     "`DIFFUSION_PROC_DEAD` when the fatal event ended it"),
     Target(_SP, "StageEngineCoreProc", "_send_engine_dead", "engine_core:make_send_engine_dead", Kind.WRAP,
-           {_R030: "dfe6682ef715ae20"}, defined_in="vllm.v1.engine.core:EngineCoreProc._send_engine_dead",
+           {_R030: "dfe6682ef715ae20"}, upstreamed={_R030: "13f845d08e4a936f"},
+           defined_in="vllm.v1.engine.core:EngineCoreProc._send_engine_dead",
+           upstreamed_at=f"{_SP}:StageEngineCoreProc._send_engine_dead",
            relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue", "vllm.v1.engine.core:EngineCoreProc.addresses",
                       "vllm.v1.engine.core:EngineCoreProc.engine_index"),
            in_except=(InExcept(f"{_SP}:StageEngineCoreProc.run_stage_core", "_send_engine_dead"),),
@@ -253,11 +267,13 @@ TARGETS: tuple[Target, ...] = (
            does="an LLM stage's EngineCore sends the record it dies of and its exit code (81 for an OOM by type, "
                 "80 otherwise) before vLLM's bare `ENGINE_CORE_DEAD`, as trailing fields of an empty outputs "
                 "message (a client without the plugin drops it)",
-           upstream="`StageEngineCoreProc._send_engine_dead` sends `omni_errors.carry.failure_frame_fields` of the "
-                    "exception that ended the loop before the dead signal"),
+           upstream="`StageEngineCoreProc._send_engine_dead` sends a death notice (`omni_errors.carry.death_notice` "
+                    "of the exception that ended the loop) in `OmniEngineCoreOutputs`' trailing fields before the "
+                    "dead signal"),
     Target(_SP, "StageEngineCoreProc", "_handle_request_preproc_error", "engine_core:make_preproc_error",
-           Kind.WRAP, {_R030: "dd62305b4f53830a"},
+           Kind.WRAP, {_R030: "dd62305b4f53830a"}, upstreamed={_R030: "61348b789537f14e"},
            defined_in="vllm.v1.engine.core:EngineCoreProc._handle_request_preproc_error",
+           upstreamed_at=f"{_SP}:StageEngineCoreProc._handle_request_preproc_error",
            relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue",),
            in_except=(InExcept("vllm.v1.engine.core:EngineCoreProc.process_input_sockets",
                                "_handle_request_preproc_error"),),
@@ -266,24 +282,54 @@ TARGETS: tuple[Target, ...] = (
                 "record in the request's output (category, status, `parameter`), and its sanitized text as "
                 "`stop_reason`, instead of vLLM 0.30's bare `FinishReason.ERROR` (a 500 \"Stage request failed\")",
            upstream="`StageEngineCoreProc` answers a refused request with the record of its exception"),
+    Target(_SP, "StageEngineCoreProc", "run_stage_core", "engine_core:make_run_stage_core", Kind.WRAP,
+           {_R030: "09d8b96062212e1b", _S030: "6dc9782fc7e42c23"}, upstreamed={_R030: "0a786e3882a47aef"},
+           process=Process.STAGE, hop=Hop.LIVENESS,
+           does="an LLM stage process loads vLLM's plugins before its handshake with the API process (vLLM "
+                "loads them while it builds the engine core, after it): on a remote stage that socket gets the "
+                "plugin's CURVE (a head that requires it never answered a plaintext handshake) and its links "
+                "the watch",
+           upstream="`run_stage_core` loads vLLM's general plugins first"),
+    Target(_SP, "StageEngineCoreProc", "_perform_handshakes", "engine_core:make_perform_handshakes", Kind.WRAP,
+           {_R030: "8a6c4aba7f735fb5"}, defined_in="vllm.v1.engine.core:EngineCoreProc._perform_handshakes",
+           process=Process.STAGE, hop=Hop.LIVENESS,
+           does="a remote LLM stage's engine core (its client's sockets are TCP: a `--headless` stage) watches its "
+                "links to the head (TCP keepalive, a socket monitor; its outputs keep their linger); when the "
+                "head is gone or cut off it ends with 86 instead of running on unreachable",
+           upstream=_ENGINE_LINKS_UPSTREAM),
     Target(_SP, "StageEngineCoreProc", "shutdown", "engine_core:make_engine_shutdown", Kind.WRAP,
-           {_R030: "7578314354eefc7a"}, defined_in="vllm.v1.engine.core:EngineCore.shutdown",
+           {_R030: "7578314354eefc7a"}, upstreamed={_R030: "0a786e3882a47aef", _R030_BEFORE_33: "6dc9782fc7e42c23"},
+           defined_in="vllm.v1.engine.core:EngineCore.shutdown",
+           upstreamed_at=f"{_SP}:StageEngineCoreProc.run_stage_core",
            process=Process.STAGE, hop=Hop.EXIT,
            does="an LLM stage process whose EngineCore died exits with the documented code (81 OOM, 80 fatal) "
                 "instead of 1 (or -15: it ignores the API process's SIGTERM while it shuts down)",
-           upstream="`run_stage_core` ends with the fatal state's code (`omni_errors.fatal.process.exit_code`)"),
+           upstream="`run_stage_core` ends a dead engine's process with the fatal state's code "
+                    "(`omni_errors.fatal.process.exit_code`), ignoring SIGTERM while it shuts down"),
     Target(_SC, None, "OmniEngineCoreOutputs", "engine_core:make_engine_core_outputs", Kind.WRAP,
-           {_R030: "c7b55d7baa5bcda3"}, defined_in="vllm_omni.engine:OmniEngineCoreOutputs",
+           {_R030: "c7b55d7baa5bcda3"}, upstreamed={_R030: "56a33762962c53fe"},
+           defined_in="vllm_omni.engine:OmniEngineCoreOutputs",
            process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="the LLM stage client decodes the records an EngineCore's outputs carry: its death notice's "
                 "(and exit code), a refused request's",
            upstream="`OmniEngineCoreOutputs` has the record's fields"),
     Target(_SC, "StageEngineCoreClientBase", "__init__", "engine_core:make_client_init", Kind.WRAP,
-           {_R030: "28cf8164cf7652ec"}, relies_on=("vllm.v1.engine.core_client:MPClient.decoder",),
+           {_R030: "28cf8164cf7652ec"}, upstreamed={_R030: "22ef98ecb0f2dc15"},
+           upstreamed_at=f"{_SC}:StageEngineCoreClientBase.process_engine_outputs",
+           relies_on=("vllm.v1.engine.core_client:MPClient.decoder",),
            process=Process.API_SERVER, hop=Hop.STAGE_TO_CLIENT,
            does="the LLM stage client keeps the record its EngineCore said it died of (`last_fatal`), so that a "
                 "dead LLM stage ends the pipeline with 80 or 81, not 85 (\"vanished without a word\")",
-           upstream="the client keeps its engine's last fatal record (`StageEngineCoreClient.last_fatal`)"),
+           upstream="the client keeps its engine's death notice (`StageEngineCoreClientBase.process_engine_outputs`, "
+                    "vLLM's hook for each batch; `last_fatal`) and says it through `last_words()`"),
+    Target(_SC, "StageEngineCoreClientBase", "make_async_mp_client", "engine_core:make_async_mp_client", Kind.WRAP,
+           {_R030: "b970a16b0d261141"}, relies_on=("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor",),
+           process=Process.API_SERVER, hop=Hop.LIVENESS,
+           does="a remote LLM replica's client (a multi-node head's: no engine manager, its EngineCore on another "
+                "host) watches its two links (TCP keepalive, a socket monitor), which stand in for the engine "
+                "manager vLLM's own monitor reads: a remote stage killed or cut off is a dead engine, its requests "
+                "answered and its stage's rejoin window opened, instead of requests that never end",
+           upstream=_ENGINE_LINKS_UPSTREAM),
     Target("vllm_omni.outputs", "OmniRequestOutput", "from_error", "client:make_from_error", Kind.WRAP,
            {_R030: "8744bdac53021431"}, upstreamed={_R030: "4957dfa03090d50a"},
            in_except=(InExcept(f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._dispatch_request",
@@ -361,25 +407,28 @@ TARGETS: tuple[Target, ...] = (
            upstream="the orchestrator stops the membership watcher before it waits for its tasks"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_stage_error",
            "orchestrator:make_handle_stage_error", Kind.REPLACE, {_R030: "2d273c998302652c"},
-           upstreamed={_R030: "01ace570dd19ac74"},
+           upstreamed={_R030: "d5ea743f50419c91", _R030_BEFORE_33: "d130c47c0d126c92",
+                       _R030_BEFORE_32: "01ace570dd19ac74"},
            relies_on=("OrchestratorBase._cfg_tracker", "OrchestratorBase.output_async_queue",
                       "OrchestratorBase._cleanup_request_ids", "OrchestratorBase.request_states",
                       "OrchestratorBase.request_async_queue", "OrchestratorBase.stage_pools",
                       "OrchestratorBase._membership", "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
                       "vllm_omni.engine.stage_pool:StagePool.live_replica_ids",
-                      f"{_D}.stage_diffusion_client:StageDiffusionClient._engine_dead",
+                      "vllm_omni.engine.stage_pool:StagePool.evict_replica",
+                      f"{_M}:MembershipController.handle_unregister",
                       f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record from one replica of a stage "
                 "that has another is a lost replica's 503; otherwise a fatal record ends the pipeline: every "
                 "in-flight request gets it, the orchestrator stops through its own `ShutdownRequestMessage` (from a "
-                "remote replica, the replica is lost instead: see `_handle_dead_replica`)",
+                "remote replica, the replica is lost at once instead, not when its links drop: see "
+                "`_handle_dead_replica`)",
            upstream="`_handle_stage_error` reads `omni_errors.carry.output_record`; a fatal record ends the pipeline "
                     "through `_fail_pipeline` (`omni_errors.fatal.process.end_pipeline`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
            "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
-           upstreamed={_R030: "6427e56f818c3087"},
+           upstreamed={_R030: "16b43bf7eed46488", _R030_BEFORE_33: "6427e56f818c3087"},
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
@@ -402,7 +451,7 @@ TARGETS: tuple[Target, ...] = (
                     "its stage waits (`omni_errors.server.rejoin.rejoin().wait_for_replica`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
            "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
-           upstreamed={_R030: "2050b14b952da0ad"},
+           upstreamed={_R030: "6af94011aaad1faa", _R030_BEFORE_32: "2050b14b952da0ad"},
            relies_on=("OrchestratorBase.output_async_queue", "OrchestratorBase._cleanup_request_ids",
                       "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed",
                       "vllm_omni.engine.stage_pool:StagePool.get_bound_replica_id",
@@ -452,13 +501,23 @@ TARGETS: tuple[Target, ...] = (
            upstream="`stop` wakes the registration server"),
     Target("vllm_omni.engine.stage_engine_startup", None, "wait_for_diffusion_manager_liveness",
            "distributed:make_wait_for_diffusion_replicas", Kind.REPLACE, {_R030: "047139995bdeec4d"},
-           upstreamed={_R030: "5533f8e0017a41bc"},
-           relies_on=("connection",),
+           upstreamed={_R030: "24306a0cd17fb8b4", _R030_BEFORE_34: "5533f8e0017a41bc"},
            process=Process.LAUNCHER, hop=Hop.EXIT,
            does="the headless launcher reaps its replica before it reads the exit code (vLLM-Omni reads it first "
                 "and exits 0 or 1 at random) and exits with the replica's documented code (80, 81, 86; 85 for a "
                 "signal)",
            upstream="the launcher joins the replica and exits with its code"),
+    Target("vllm_omni.engine.stage_engine_startup", None, "launch_headless_replica_group",
+           "distributed:make_headless_replica_group", Kind.WRAP, {_R030: "197137bb35e935e6"},
+           upstreamed={_R030: "0a51b746f16df9fb"},
+           upstreamed_at="vllm_omni.engine.stage_engine_startup:launch_headless_llm_replicas",
+           relies_on=("vllm_omni.engine.stage_engine_core_proc_manager:StageEngineCoreProcManager.processes",),
+           process=Process.LAUNCHER, hop=Hop.EXIT,
+           does="an LLM stage's headless launcher, which waited with `wait_for_manager_liveness` and exited 0 "
+                "whatever its replica ended with, reaps the replica and exits with its documented code (80, 81, "
+                "86; 85 for a signal), as a diffusion stage's does",
+           upstream="`launch_headless_llm_replicas` waits with `wait_for_llm_manager_liveness`, which ends the "
+                    "launcher with its replica's code"),
     Target(f"{_E}.omni_base", "OmniBase", "_raise_nonfatal_error_message", "api:make_raise_error_message",
            Kind.REPLACE, {_R030: "6c02461461783a19"}, upstreamed={_R030: "a0cc4bd9f29e11c5"},
            process=Process.API_SERVER, hop=Hop.API,

@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.carry import died_of, output_record
+from omni_errors.carry import Carried, died_of, output_record
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.link_watch import RemoteReplica
@@ -100,7 +100,16 @@ def _remote_client(orchestrator: Any, stage_id: int, replica_id: int | None) -> 
     if replica_id is None or getattr(orchestrator, "_membership", None) is None:
         return None
     client = _client(orchestrator, stage_id, replica_id)
-    return client if isinstance(getattr(client, "_proc_manager", None), RemoteReplica) else None
+    return client if _links_of(client) is not None else None
+
+
+def _links_of(client: Any) -> RemoteReplica | None:
+    """A remote replica's links, standing in for its process: a diffusion client's process manager,
+    an LLM client's engine manager."""
+    manager = getattr(client, "_proc_manager", None)
+    if manager is None:
+        manager = getattr(getattr(client, "resources", None), "engine_manager", None)
+    return manager if isinstance(manager, RemoteReplica) else None
 
 
 def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
@@ -127,8 +136,9 @@ def make_handle_stage_error(module: ModuleType, original: Any) -> Any:
         )
         if not details.fatal:
             return
-        if remote is not None:  # a remote replica died of it: the replica is lost, not yet the pipeline
-            remote._engine_dead = True
+        if remote is not None:  # a remote replica dies of it: the replica is lost, not yet the pipeline
+            # Lost now, not when its links drop: a request sent meanwhile would go to a dying replica.
+            await _lose_remote_replica(self, stage_id, replica_id, remote, said=value)
             return
         await fail_pipeline(self, details, value.exit_code or ExitCode.FATAL_ENGINE)
 
@@ -160,10 +170,13 @@ def make_handle_dead_replica(module: ModuleType, original: Any) -> Any:
     return _handle_dead_replica
 
 
-async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int, client: Any) -> None:
-    """A remote replica is gone: answer its requests, detach it (so that it may register again), and
-    if its stage has no replica left, open the stage's rejoin window."""
-    died_with, code = died_of(last_words(client), stage_id=stage_id, remote=True)
+async def _lose_remote_replica(
+    orchestrator: Any, stage_id: int, replica_id: int, client: Any, *, said: Carried | None = None
+) -> None:
+    """A remote replica is gone, or dying of the fatal record it `said`: answer its requests, detach
+    it (so that it may register again), and if its stage has no replica left, open the stage's
+    rejoin window."""
+    died_with, code = died_of(said or last_words(client), stage_id=stage_id, remote=True)
     _log.error(
         "omni-errors: stage-%d replica-%d is lost (%s %s); answering its requests and detaching it",
         stage_id,
@@ -174,7 +187,9 @@ async def _lose_remote_replica(orchestrator: Any, stage_id: int, replica_id: int
     fatal.note(code)
     pool = orchestrator.stage_pools[stage_id]
     # vLLM-Omni's own unregister path answers the requests routed to the replica and detaches it.
-    await orchestrator._membership.handle_unregister(stage_id, client.request_address)
+    # The address the replica registered with: a diffusion client's request address, an LLM client's input address.
+    address = getattr(client, "request_address", None) or client.client_addresses["input_address"]
+    await orchestrator._membership.handle_unregister(stage_id, address)
     if client in pool.clients:  # not attached by address (a pre-allocated slot): evict it by index
         pool.evict_replica(replica_id)
     live = bool(pool.live_replica_ids())
