@@ -416,7 +416,10 @@ TARGETS: tuple[Target, ...] = (
                       "vllm_omni.engine.stage_pool:StagePool.live_replica_ids",
                       "vllm_omni.engine.stage_pool:StagePool.evict_replica",
                       f"{_M}:MembershipController.handle_unregister",
-                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager"),
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._drain_responses",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._decoder",
+                      f"{_D}.stage_diffusion_client:StageDiffusionClient._proc_manager",
+                      f"{_D}.inline_stage_diffusion_client:InlineStageDiffusionClient._engine_dead"),
            process=Process.API_SERVER, hop=Hop.ORCHESTRATOR,
            does="reads the stage's record, else vLLM's `RequestError` (LLM stages, vLLM >= 0.31), else the flat "
                 "fields; keeps `stage_id`, `parameter`, `request_id`; a fatal record from one replica of a stage "
