@@ -15,7 +15,8 @@ OMNI_BIN  := $(OMNI_VENV)/bin
 # What runs against both vLLM versions: the semantics and the HTTP handlers (what the plugin loads
 # into vLLM-Omni's API process), and the plugin's own suite. The rest needs no second vLLM.
 OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
-# The multi-node cases (a real head and --headless stages in two network namespaces) are their own job.
+# The multi-node cases (a real head and --headless stages in two network namespaces) are their own job;
+# those of LLM stages run with the other LLM-stage cases (OMNI_LLM_TESTS).
 MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
 # One-host cases that start a server per case or run without the plugin (a fatal failure ends its
 # server; the before-cases show the released behaviour): a job of their own beside the rest of the
@@ -152,7 +153,7 @@ pytest-omni-llm:
 	$(TIMED) pytest-omni-llm -- $(OMNI_BIN)/python -m pytest $(OMNI_LLM_TESTS)
 
 pytest-multinode:
-	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(MULTINODE_TESTS) --ignore-glob='$(OMNI_LLM_TESTS)'
+	$(TIMED) pytest-multinode -- $(OMNI_BIN)/python -m pytest $(filter-out $(wildcard $(OMNI_LLM_TESTS)),$(wildcard $(MULTINODE_TESTS)))
 
 bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each kind of process's start
 	$(OMNI_BIN)/python benches/plugin_startup.py
