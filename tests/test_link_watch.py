@@ -125,6 +125,26 @@ def test_before_sets_heartbeats_and_no_linger_on_a_tcp_link() -> None:
         ctx.term()
 
 
+def test_a_link_without_heartbeats_gets_keepalive_probes_and_may_keep_its_linger() -> None:
+    """An LLM stage's engine-core links: TCP keepalive instead of ZMTP heartbeats, and (the stage's
+    outputs) the linger vLLM gave them, so that a death notice still goes out."""
+    ctx: zmq.Context[Any] = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 4000)
+        watch = LinkWatch("t", ("tcp://127.0.0.1:1",), keep_linger=True, heartbeats=False)
+        watch.before(sock, "tcp://127.0.0.1:1")
+        assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 0
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE) == 1
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == link_watch.KEEPALIVE_IDLE_S
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_INTVL) == link_watch.KEEPALIVE_INTVL_S
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_CNT) == link_watch.KEEPALIVE_PROBES
+        assert sock.getsockopt(zmq.LINGER) == 4000
+        sock.close(linger=0)
+    finally:
+        ctx.term()
+
+
 def test_a_killed_peer_is_reported_once(head: Head) -> None:
     peer = _peer(head)
     try:
@@ -291,6 +311,32 @@ def test_a_remote_replicas_process_ends_when_its_links_are_lost() -> None:
         replica.shutdown()
         head.close()
         _end(peer)
+
+
+def test_a_remote_replicas_links_stand_in_for_its_engine_manager() -> None:
+    """What vLLM's engine monitor thread calls on an LLM client's engine manager returns once the
+    replica's links are lost (the client then marks its engine dead), or once the head lets it go."""
+    head = Head()
+    replica = RemoteReplica(head.watch)
+    peer = _peer(head)
+    monitor = threading.Thread(target=replica.monitor_engine_liveness, daemon=True)
+    try:
+        _exchange(head)
+        monitor.start()
+        assert monitor.is_alive()  # the links hold: it waits
+        os.kill(peer.pid, signal.SIGKILL)
+        monitor.join(REPORTED)
+        assert not monitor.is_alive(), "the links were lost and the monitor still waited"
+    finally:
+        replica.shutdown()
+        head.close()
+        _end(peer)
+    let_go = RemoteReplica(LinkWatch("t", ()))
+    monitor = threading.Thread(target=let_go.monitor_engine_liveness, daemon=True)
+    monitor.start()
+    let_go.shutdown()
+    monitor.join(REPORTED)
+    assert not monitor.is_alive(), "the head let the replica go and the monitor still waited"
 
 
 def test_a_stage_whose_head_is_gone_ends_its_loop_and_notes_86() -> None:
