@@ -64,9 +64,6 @@ __all__ = [
 _log = logging.getLogger(LOG_NAME)
 
 _outputs_classes: dict[type, Any] = {}
-#: Set in a stage process once its engine core sent its death notice, or lost its head: its shutdown
-#: ends the process with that code.
-_died_with: list[ExitCode] = []
 #: vLLM-Omni's own `StageEngineCoreProc.run_stage_core`, once this process's plugin replaced it.
 _vllm_omni_run_stage_core: list[Any] = []
 
@@ -111,16 +108,14 @@ def make_send_engine_dead(module: ModuleType, original: Any) -> Any:
 
     def _send_engine_dead(self: Any) -> None:
         said = death_notice(sys.exc_info()[1])
-        _died_with.append(said.exit_code or ExitCode.FATAL_ENGINE)
+        code = said.exit_code or ExitCode.FATAL_ENGINE
         _log.critical(
             "omni-errors: the engine core is dead (%s %s); exit code %d",
             said.details.status_code,
             said.details.error_type,
-            _died_with[-1],
+            code,
         )
-        notice = outputs_cls(
-            engine_index=self.engine_index, omni_error=encode(said.details), omni_error_exit=int(_died_with[-1])
-        )
+        notice = outputs_cls(engine_index=self.engine_index, omni_error=encode(said.details), omni_error_exit=int(code))
         for client_index in range(len(self.addresses.outputs)):
             self.output_queue.put_nowait((client_index, notice))
         original(self)
@@ -164,20 +159,21 @@ def make_preproc_error(module: ModuleType, original: Any) -> Any:
 
 
 def make_engine_shutdown(module: ModuleType, original: Any) -> Any:
-    """`EngineCore.shutdown`: an engine core that sent its death notice ends its process with that code."""
+    """`EngineCore.shutdown`: a stage process whose fatal state holds a code (its engine's death notice,
+    or its lost head) ends with that code, as vLLM-Omni's own `run_stage_core` does with the series."""
 
     def shutdown(self: Any) -> None:
-        if not _died_with:
+        code = fatal.exit_code()
+        if code is None:
             original(self)
             return
-        code = int(fatal.exit_code() or _died_with[-1])
         # The API process stops the replica it saw die (SIGTERM, SIGKILL 5 s later): the process is
         # ending already, and a SIGTERM now would end it with -15 instead of its code.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             original(self)
         finally:
-            raise SystemExit(code)  # the process ends here, with its documented code
+            raise SystemExit(int(code))  # the process ends here, with its documented code
 
     return shutdown
 
@@ -228,8 +224,8 @@ def make_perform_handshakes(module: ModuleType, original: Any) -> Any:
 def _head_lost(reason: str) -> None:
     """The engine core's links to its head are lost: the process ends with 86. vLLM-Omni's SIGTERM
     handler ends the busy loop, and `shutdown`'s wrap exits with the code."""
-    _died_with.append(fatal.note(ExitCode.LINK_LOST))
-    _log.critical("omni-errors: this engine core lost its head (%s); ending it (exit %d)", reason, _died_with[-1])
+    code = fatal.note(ExitCode.LINK_LOST)
+    _log.critical("omni-errors: this engine core lost its head (%s); ending it (exit %d)", reason, code)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
