@@ -154,6 +154,10 @@ class RemoteStageLink:
         if refused is Refusal.FULL:
             raise LinkRefusedError(refused, f"the link to stage {self.stage_id} holds {self._cfg.hwm} unsent messages")
         if refused is not None:
+            if self._status is SessionStatus.JOINED:
+                # A stage that has just left may have said why (its FATAL is queued unread): read
+                # it first, so the request is answered with the stage's record, not this refusal.
+                self._server.drain()
             raise LinkRefusedError(refused, f"remote stage {self.stage_id} is not connected")
 
     def abort(self, request_id: str) -> None:
