@@ -61,6 +61,7 @@ __all__ = [
     "died_of",
     "failure_frame_fields",
     "frame_fields",
+    "hung_notice",
     "output_record",
     "record_failure",
     "stage_failure",
@@ -214,6 +215,13 @@ def death_notice(exc: BaseException | None) -> Carried:
     if value is None or not value.details.fatal:
         value = Carried(fatal_record(stage_id=None), ExitCode.FATAL_ENGINE)
     return Carried(value.details, process.note(value.exit_code or ExitCode.FATAL_ENGINE))
+
+
+def hung_notice() -> Carried:
+    """What an engine that ends itself because a step ran past its deadline
+    (`omni_errors.fatal.step_deadline`) says it died of: the canonical fatal record with 84, noted in
+    this process's fatal state (a cause seen earlier, an OOM, still wins)."""
+    return Carried(fatal_record(stage_id=None), process.note(ExitCode.STAGE_HUNG))
 
 
 def failure_frame_fields(exc: BaseException, *, request_id: str | None = None) -> dict[str, Any]:

@@ -34,7 +34,8 @@ def test_json_says_enabled_with_every_target_matching(tmp_path: Path) -> None:
     assert [t["target"] for t in report["targets"]] == [t.key for t in TARGETS]
     assert [(t["process"], t["hop"]) for t in report["targets"]] == [(t.process.value, t.hop.value) for t in TARGETS]
     assert {t["state"] for t in report["targets"]} == {"matches"}
-    assert [c["code"] for c in report["fatal_exit_codes"]] == [82, 81, 80, 86, 85]  # by precedence
+    assert [c["code"] for c in report["fatal_exit_codes"]] == [82, 81, 80, 84, 86, 85]  # by precedence
+    assert report["stages"] == {"step_deadline_s": 120.0, "deadline_setting": "OMNI_ERRORS_STEP_DEADLINE_S"}
     assert report["multi_node"]["sockets"] == {"curve": False, "keys": None, "error": None}
     assert report["multi_node"]["rejoin_window_s"] == 120.0
 
@@ -85,10 +86,11 @@ def test_the_multi_node_settings_are_checked(tmp_path: Path) -> None:
     keys.generate(directory, "head")
     code, out = _doctor(
         tmp_path, "--json", OMNI_ERRORS_VLLM_OMNI="1", OMNI_ERRORS_VLLM_OMNI_KEYS=str(directory),
-        OMNI_ERRORS_REJOIN_WINDOW_S="30",
+        OMNI_ERRORS_REJOIN_WINDOW_S="30", OMNI_ERRORS_STEP_DEADLINE_S="45",
     )  # fmt: skip
     report = json.loads(out)
     assert code == 0
+    assert report["stages"]["step_deadline_s"] == 45.0
     assert report["multi_node"]["rejoin_window_s"] == 30.0
     assert report["multi_node"]["sockets"]["curve"] and report["multi_node"]["sockets"]["allowed_keys"] == 1
     keys.generate(directory, "stage0")  # a second secret: whose key would this host use?

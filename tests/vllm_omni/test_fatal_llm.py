@@ -2,8 +2,9 @@
 with the code of what the stage died of, every request answered with a record naming the stage.
 
 The stage's EngineCore says what it died of before vLLM's bare dead signal (`engine_core`): an OOM,
-by its type, is 81; a stage killed without a word stays 85. Each test starts its own one-stage
-server (the topology does not matter here; the three-stage cases are `test_llm_pipeline.py`).
+by its type, is 81; a stage killed without a word stays 85; a stage whose step never returns ends
+itself after its step deadline with 84. Each test starts its own one-stage server (the topology
+does not matter here; the three-stage cases are `test_fatal_llm_pipeline.py`).
 """
 
 from __future__ import annotations
@@ -21,19 +22,25 @@ from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 EXIT_BOUND_S = 60
 
 
-def _server(tmp_path: Path) -> OmniServer:
-    return llm_server(tmp_path, LlmTarget(plugin=True, pipeline=CHAT))
+#: A hung stage's step deadline here: short, so that the case waits for the answers, not the deadline.
+HANG_DEADLINE_S = 5.0
+
+
+def _server(tmp_path: Path, step_deadline_s: float | None = None) -> OmniServer:
+    return llm_server(tmp_path, LlmTarget(plugin=True, pipeline=CHAT, step_deadline_s=step_deadline_s))
 
 
 @pytest.mark.parametrize(
     ("fault", "code"),
-    [("oom", ExitCode.OOM), ("die", ExitCode.STAGE_LOST)],
-    ids=["oom-exits-81", "killed-exits-85"],
+    [("oom", ExitCode.OOM), ("die", ExitCode.STAGE_LOST), ("hang", ExitCode.STAGE_HUNG)],
+    ids=["oom-exits-81", "killed-exits-85", "hung-exits-84"],
 )
 def test_a_dead_llm_stage_answers_every_request_and_exits_with_its_code(
     tmp_path: Path, fault: str, code: ExitCode
 ) -> None:
-    with _server(tmp_path) as server:
+    """A hung stage (a forward that never returns) ends itself after its step deadline
+    (`OMNI_ERRORS_STEP_DEADLINE_S`), saying so: its requests are answered, not left waiting."""
+    with _server(tmp_path, HANG_DEADLINE_S if fault == "hang" else None) as server:
         responses = server.chats_in_order(["hi [fault:slow]", f"hi [fault:{fault}]", "hi"], timeout=60)
         assert [r.status_code for r in responses] == [500, 500, 500], [r.text for r in responses]
         for response in responses:

@@ -1,10 +1,11 @@
-"""The seeds' pipeline with the plugin: thinker -> talker -> code2wav, two replicas of the talker.
+"""The seeds' pipeline with the plugin: thinker -> talker -> code2wav, three replicas of the talker.
 
 One server for the module, in this order: a request the talker refuses reaches the client as its
 record (400, `param`, stage 1); vLLM-Omni's per-replica isolation holds (a fatal error in one
-talker replica fails only its request, with a lost replica's 503, and the other replica serves on);
-then the same failure in the last talker replica ends the pipeline: every request answered with a
-record naming stage 1, exit 80 (seed 001's InductorError), no stage process or shared memory left.
+talker replica fails only its request, with a lost replica's 503, and the other replicas serve on),
+also for a replica that hangs (its step deadline ends it, its request is answered); then a fatal
+error in the last talker replica ends the pipeline: every request answered with a record naming
+stage 1, exit 80 (seed 001's InductorError), no stage process or shared memory left.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from omni_errors.fatal.exitcodes import ExitCode
 from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 
 EXIT_BOUND_S = 60
+#: Each stage's step deadline: above the slowest step a case asks for (`hold`, 3 s), short enough
+#: that the hung replica's request is answered well inside a request's bound.
+STEP_DEADLINE_S = 8.0
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
     workdir = tmp_path_factory.mktemp("llm-on")
-    with llm_server(workdir, LlmTarget(plugin=True, pipeline=TALK, replicas=((1, 2),))) as server:
+    target = LlmTarget(plugin=True, pipeline=TALK, replicas=((1, 3),), step_deadline_s=STEP_DEADLINE_S)
+    with llm_server(workdir, target) as server:
         yield server
 
 
@@ -39,13 +44,15 @@ def test_a_request_the_talker_refuses_reaches_the_client_with_its_category_statu
     assert server.chat("hello", audio=True).status_code == 200
 
 
-def test_one_talker_replica_dies_and_its_stage_serves_on(server: OmniServer) -> None:
-    response = server.chat("hello [fault:fatal@1]", audio=True)
+@pytest.mark.parametrize("fault", ["fatal", "hang"])
+def test_one_talker_replica_dies_and_its_stage_serves_on(server: OmniServer, fault: str) -> None:
+    """A replica whose forward never returns ends itself after its step deadline, as a dead one."""
+    response = server.chat(f"hello [fault:{fault}@1]", audio=True)
     assert response.status_code == 503, response.text
     error = error_of(response)
     assert error["stage_id"] == 1 and error["type"] == "ServiceUnavailableError"
     assert response.headers.get("retry-after")
-    for _ in range(2):  # both land on the surviving replica
+    for _ in range(2):  # they land on the surviving replicas
         served = server.chat("hello", audio=True)
         assert served.status_code == 200, served.text
         assert served.json()["choices"][0]["message"]["audio"]["data"]

@@ -61,7 +61,8 @@ MEANINGS: Mapping[ExitCode, str] = {
     "missed the startup deadline; a process whose configured CURVE keys cannot be used",
     ExitCode.BROKEN_IPC: "a channel between the supervisor and a stage broke (EOF or EPIPE while the peer lives, a "
     "malformed frame); a stage whose supervisor vanished",
-    ExitCode.STAGE_HUNG: "a stage stopped sending heartbeats and did not recover within its grace period",
+    ExitCode.STAGE_HUNG: "a stage stopped making progress: its heartbeats stopped and did not resume within their "
+    "grace period, or a step of its engine ran past its step deadline (`OMNI_ERRORS_STEP_DEADLINE_S`)",
     ExitCode.STAGE_LOST: "a stage (its only replica) exited or was killed without reporting: SIGKILL, a segfault, "
     "the kernel's OOM killer",
     ExitCode.LINK_LOST: "a remote stage's link missed its deadline (the stage killed, its host cut off, the link too "

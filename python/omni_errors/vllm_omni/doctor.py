@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_errors.fatal.exitcodes import MEANINGS, ExitCode
+from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV, step_deadline_s
 from omni_errors.fatal.tables import generated, in_order, markdown_table
 from omni_errors.vllm_omni import Decision, Status, decide
 from omni_errors.vllm_omni.manifest import Process
@@ -32,6 +33,7 @@ EXIT_CODES = (
     ExitCode.STARTUP_FAILURE,
     ExitCode.OOM,
     ExitCode.FATAL_ENGINE,
+    ExitCode.STAGE_HUNG,
     ExitCode.LINK_LOST,
     ExitCode.STAGE_LOST,
 )
@@ -115,6 +117,7 @@ def report() -> dict[str, Any]:
             }
             for c in status.checks
         ],
+        "stages": {"step_deadline_s": step_deadline_s(), "deadline_setting": STEP_DEADLINE_ENV},
         "multi_node": _multi_node(),
         "fatal_exit_codes": (
             [{"code": int(code), "name": code.name, "when": MEANINGS[code]} for code in in_order(EXIT_CODES)]
@@ -168,6 +171,12 @@ def _print(data: dict[str, Any]) -> None:
     print("\n".join(_wrapped(f"{data['decision']}: {data['reason']}", "  plugin       ", " " * 15)), end="\n\n")
     if data["targets"]:
         print("\n".join(_target_lines(data["targets"])), end="\n\n")
+    deadline_s, setting = data["stages"]["step_deadline_s"], data["stages"]["deadline_setting"]
+    if deadline_s:
+        step = f"a step still running after {deadline_s:g} s ends its stage, exit 84 ({setting})"
+    else:
+        step = f"no step deadline ({setting}=0): a hung stage is never ended"
+    print("\n".join(_wrapped(step, "  stages       ", " " * 15)), end="\n\n")
     multi = data["multi_node"]
     sockets = multi["sockets"]
     if not sockets["curve"]:

@@ -6,6 +6,10 @@
   client without the plugin decodes it as an empty batch and drops it). The exception being
   handled decides, by type along its cause chain: an OOM is 81, anything else that ended the
   engine loop 80.
+- `EngineCoreProc._process_engine_step` (stage process): each step runs under a deadline
+  (`omni_errors.fatal.step_deadline`, `OMNI_ERRORS_STEP_DEADLINE_S`); a forward that has not returned
+  by then is a hung stage, which nothing on its loop can notice: a watching thread sends the death
+  notice (the canonical fatal record, 84) and vLLM's dead signal, and ends the process with 84.
 - `EngineCoreProc._handle_request_preproc_error` (stage process): a request the stage refused while
   preparing it (its own validation; vLLM 0.30 answers a bare `FinishReason.ERROR`) is answered
   with its record in the request's output (`RecordEngineCoreOutput.omni_error`), its sanitized
@@ -41,9 +45,10 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from omni_errors._native import encode
-from omni_errors.carry import carried, death_notice, record_failure
+from omni_errors.carry import Carried, carried, death_notice, hung_notice, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV, StepDeadline, step_deadline_s
 from omni_errors.link_watch import LinkWatch, RemoteReplica
 from omni_errors.vllm_omni.liveness import expect
 from omni_errors.vllm_omni.settings import LOG_NAME
@@ -55,6 +60,7 @@ __all__ = [
     "make_engine_shutdown",
     "make_perform_handshakes",
     "make_preproc_error",
+    "make_process_engine_step",
     "make_run_stage_core",
     "make_send_engine_dead",
     "record_outputs_class",
@@ -115,12 +121,56 @@ def make_send_engine_dead(module: ModuleType, original: Any) -> Any:
             said.details.error_type,
             code,
         )
-        notice = outputs_cls(engine_index=self.engine_index, omni_error=encode(said.details), omni_error_exit=int(code))
-        for client_index in range(len(self.addresses.outputs)):
-            self.output_queue.put_nowait((client_index, notice))
+        _send_notice(self, outputs_cls, said)
         original(self)
 
     return _send_engine_dead
+
+
+def _send_notice(engine: Any, outputs_cls: Any, said: Carried) -> None:
+    """Queue the engine core's death notice for every client it serves (its output thread sends it)."""
+    code = said.exit_code or ExitCode.FATAL_ENGINE
+    notice = outputs_cls(engine_index=engine.engine_index, omni_error=encode(said.details), omni_error_exit=int(code))
+    for client_index in range(len(engine.addresses.outputs)):
+        engine.output_queue.put_nowait((client_index, notice))
+
+
+def make_process_engine_step(module: ModuleType, original: Any) -> Any:
+    """`EngineCoreProc._process_engine_step`: each step runs under the stage's step deadline
+    (`omni_errors.fatal.step_deadline`); a step past it ends the engine core (`_end_hung`)."""
+    from vllm.v1.engine.core import EngineCoreProc
+    from vllm_omni.engine import OmniEngineCoreOutputs
+
+    outputs_cls = record_outputs_class(OmniEngineCoreOutputs)
+    deadline_s = step_deadline_s()
+    deadlines: weakref.WeakKeyDictionary[Any, StepDeadline] = weakref.WeakKeyDictionary()
+
+    def _end_hung(engine: Any, ran_s: float) -> None:
+        """The forward never gave the loop back: say so and end the process from the watching thread
+        (nothing can interrupt a stuck forward). vLLM's dead signal and the notice go out through the
+        engine core's output thread, which is still serving; then the process exits with 84."""
+        said = hung_notice()
+        _log.critical(
+            "omni-errors: a step of this engine core has run %.1f s (deadline %g s, %s): it is hung; "
+            "ending it (exit %d)",
+            ran_s,
+            deadline_s,
+            STEP_DEADLINE_ENV,
+            said.exit_code,
+        )
+        _send_notice(engine, outputs_cls, said)
+        EngineCoreProc._send_engine_dead(engine)  # vLLM's own: the dead signal, its output thread joined (5 s)
+        os._exit(int(said.exit_code or ExitCode.STAGE_HUNG))  # omni-errors: ignore[OE301]: the main thread is stuck
+
+    def _process_engine_step(self: Any) -> bool:
+        watch = deadlines.get(self)
+        if watch is None:
+            engine = weakref.ref(self)
+            watch = deadlines[self] = StepDeadline("engine-core", deadline_s, lambda ran_s: _end_hung(engine(), ran_s))
+        with watch.step():
+            return bool(original(self))
+
+    return _process_engine_step
 
 
 def make_preproc_error(module: ModuleType, original: Any) -> Any:

@@ -84,7 +84,7 @@ class Hop(enum.Enum):
     #: a stage's payload for the next stage, through the connectors (the receiver learns its sender failed)
     CONNECTORS = "stage -> stage (connectors)"
     EXIT = "exit code"
-    LIVENESS = "remote liveness"
+    LIVENESS = "liveness"  # a remote replica's links, a stage's hung step
     MEMBERSHIP = "multi-node membership"
     SHUTDOWN = "head shutdown"
     SOCKETS = "deployment sockets"
@@ -162,12 +162,14 @@ _R030 = "0.30.0"
 _S030 = "0.30.0+series"
 # An upstream change whose place a later patch changes again: its fingerprint on the prefixes before that patch.
 _R030_BEFORE_25 = "0.30.0 (patches 19-24)"
-# Patches 32 to 34 change places earlier patches' changes are read at (per-replica isolation in
+# Patches 32 to 35 change places earlier patches' changes are read at (per-replica isolation in
 # patches 28 and 30's, a remote LLM replica in 30 and 31's and the LLM stage's run in 32's, the
-# LLM launcher's wait beside patch 11's): their fingerprints on the prefixes before.
+# LLM launcher's wait beside patch 11's, the death notice's sending in 32's): their fingerprints on
+# the prefixes before.
 _R030_BEFORE_32 = "0.30.0 (before patch 32)"
 _R030_BEFORE_33 = "0.30.0 (before patch 33)"
 _R030_BEFORE_34 = "0.30.0 (before patch 34)"
+_R030_BEFORE_35 = "0.30.0 (before patch 35)"
 _TRANSPORT = "_OmniConnectorPayloadTransportMixin"
 _M = "vllm_omni.engine.membership_controller"
 _LIVENESS_UPSTREAM = "remote clients watch their links (ZMTP heartbeats, a socket monitor)"
@@ -257,7 +259,8 @@ TARGETS: tuple[Target, ...] = (
            upstream="`run_loop` sends an error frame with `failure_frame_fields(EngineDeadError())` before "
                     "`DIFFUSION_PROC_DEAD` when the fatal event ended it"),
     Target(_SP, "StageEngineCoreProc", "_send_engine_dead", "engine_core:make_send_engine_dead", Kind.WRAP,
-           {_R030: "dfe6682ef715ae20"}, upstreamed={_R030: "13f845d08e4a936f"},
+           {_R030: "dfe6682ef715ae20"},
+           upstreamed={_R030: "0d93fcffa187879a", _R030_BEFORE_35: "13f845d08e4a936f"},
            defined_in="vllm.v1.engine.core:EngineCoreProc._send_engine_dead",
            upstreamed_at=f"{_SP}:StageEngineCoreProc._send_engine_dead",
            relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue", "vllm.v1.engine.core:EngineCoreProc.addresses",
@@ -270,6 +273,22 @@ TARGETS: tuple[Target, ...] = (
            upstream="`StageEngineCoreProc._send_engine_dead` sends a death notice (`omni_errors.carry.death_notice` "
                     "of the exception that ended the loop) in `OmniEngineCoreOutputs`' trailing fields before the "
                     "dead signal"),
+    Target(_SP, "StageEngineCoreProc", "_process_engine_step", "engine_core:make_process_engine_step", Kind.WRAP,
+           {_R030: "b066d9bebad44e0c"}, upstreamed={_R030: "41b51dfe1282fb40"},
+           defined_in="vllm.v1.engine.core:EngineCoreProc._process_engine_step",
+           upstreamed_at=f"{_SP}:StageEngineCoreProc._process_engine_step",
+           relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue", "vllm.v1.engine.core:EngineCoreProc.addresses",
+                      "vllm.v1.engine.core:EngineCoreProc.engine_index",
+                      "vllm.v1.engine.core:EngineCoreProc._send_engine_dead"),
+           process=Process.STAGE, hop=Hop.LIVENESS,
+           does="each step of an LLM stage's EngineCore runs under a deadline (`OMNI_ERRORS_STEP_DEADLINE_S`, 120 s): "
+                "a forward that has not returned by then (a stuck kernel, a collective waiting forever) is a hung "
+                "stage, which nothing on its loop can notice; a watching thread sends the death notice (84) and "
+                "vLLM's dead signal, and ends the process with 84, so its requests are answered instead of waiting "
+                "forever",
+           upstream="`StageEngineCoreProc._process_engine_step` runs each step under "
+                    "`omni_errors.fatal.step_deadline.StepDeadline`, whose callback sends the death notice "
+                    "(`omni_errors.carry.hung_notice`) and ends the process"),
     Target(_SP, "StageEngineCoreProc", "_handle_request_preproc_error", "engine_core:make_preproc_error",
            Kind.WRAP, {_R030: "dd62305b4f53830a"}, upstreamed={_R030: "61348b789537f14e"},
            defined_in="vllm.v1.engine.core:EngineCoreProc._handle_request_preproc_error",

@@ -11,6 +11,7 @@ behaviour (a baseline) and `NAME-on` the plugin's.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from omni_errors.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, e
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, off_and_on
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV
 
 __all__ = ["CHAT", "SCENARIOS", "STARTUP_S_PER_PROCESS", "TALK", "LlmTarget", "chat_body", "chat_call"]
 
@@ -34,11 +36,13 @@ STARTUP_S_PER_PROCESS = 300.0
 class LlmTarget:
     """`vllm-omni serve MODEL --omni --deploy-config ...` over LLM stages, plugin on or off.
 
-    `replicas` gives stages more than one replica: ((stage, count), ...)."""
+    `replicas` gives stages more than one replica: ((stage, count), ...); `step_deadline_s` sets
+    the stage processes' step deadline (`OMNI_ERRORS_STEP_DEADLINE_S`; the plugin's, unset: its default)."""
 
     plugin: bool
     pipeline: str = TALK
     replicas: tuple[tuple[int, int], ...] = ()
+    step_deadline_s: float | None = None
     name: str = "vllm-omni"
     health_path: str = "/health"
 
@@ -76,6 +80,8 @@ class LlmTarget:
             "OMNI_FAKE_LLM_MARKER": str(launch.fault_marker),
         }
         env.pop("OMNI_FAKE_DIFFUSION")
+        if self.step_deadline_s is not None:
+            env[STEP_DEADLINE_ENV] = f"{self.step_deadline_s:g}"
         return ServerCommand(argv, env=env)
 
 
@@ -112,7 +118,13 @@ def _fatal_among(fault: str, stage: int, full: int) -> Load:
 
 def _both(name: str, title: str, expect_exit: int, load: Load, **kw: Any) -> list[Scenario]:
     pipeline = kw.pop("pipeline", TALK)
-    return off_and_on(name, title, lambda plugin: LlmTarget(plugin, pipeline), expect_exit, load, **kw)
+    deadline = kw.pop("step_deadline_s", None)
+    target = functools.partial(LlmTarget, pipeline=pipeline, step_deadline_s=deadline)
+    return off_and_on(name, title, target, expect_exit, load, **kw)
+
+
+#: The hung talker's step deadline: short, so that the scenario measures the answers, not the wait.
+_HANG_DEADLINE_S = 5.0
 
 
 SCENARIOS: list[Scenario] = [
@@ -129,6 +141,14 @@ SCENARIOS: list[Scenario] = [
         ExitCode.OOM,
         _fatal_among("oom", 1, 8),
         sigint_after_fault=_EXIT_DEADLINE,
+    ),
+    *_both(
+        "llm-hang",
+        f"the talker's forward never returns (a stuck kernel); its step deadline is {_HANG_DEADLINE_S:g} s",
+        ExitCode.STAGE_HUNG,
+        _fatal_among("hang", 1, 8),
+        step_deadline_s=_HANG_DEADLINE_S,
+        sigint_after_fault=_HANG_DEADLINE_S + _EXIT_DEADLINE,
     ),
     *_both(
         "llm-killed",
