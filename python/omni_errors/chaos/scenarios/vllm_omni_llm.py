@@ -36,8 +36,8 @@ STARTUP_S_PER_PROCESS = 300.0
 class LlmTarget:
     """`vllm-omni serve MODEL --omni --deploy-config ...` over LLM stages, plugin on or off.
 
-    `replicas` gives stages more than one replica: ((stage, count), ...); `step_deadline_s` sets
-    the stage processes' step deadline (`OMNI_ERRORS_STEP_DEADLINE_S`; the plugin's, unset: its default)."""
+    `replicas` gives stages more than one replica: ((stage, count), ...); `step_deadline_s` is every
+    stage process's step deadline (`OMNI_ERRORS_STEP_DEADLINE_S`; None leaves the default)."""
 
     plugin: bool
     pipeline: str = TALK
