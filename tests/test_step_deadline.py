@@ -10,7 +10,10 @@ import time
 
 import pytest
 from omni_errors.fatal import step_deadline
-from omni_errors.fatal.step_deadline import DEFAULT_STEP_DEADLINE_S, STEP_DEADLINE_ENV, StepDeadline
+from omni_errors.fatal.step_deadline import StepDeadline
+from omni_errors.settings import STEP_DEADLINE
+
+STEP_DEADLINE_ENV, DEFAULT_STEP_DEADLINE_S = STEP_DEADLINE.name, STEP_DEADLINE.default
 
 BOUND_S = 30.0
 

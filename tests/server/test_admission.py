@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from omni_errors import classify
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.semantics.exceptions import OmniServerError
 from omni_errors.server.admission import (
-    RETRY_AFTER_S,
     AdmissionGate,
     all_or_nothing,
     closed,

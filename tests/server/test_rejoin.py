@@ -16,12 +16,10 @@ import time
 from omni_errors import OmniErrorDetails
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.semantics.core_table import fatal_record, unavailable_record
 from omni_errors.semantics.exceptions import OmniServerError
-from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.server.rejoin import (
-    DEFAULT_REJOIN_WINDOW_S,
-    REJOIN_WINDOW_ENV,
     Rejoin,
     rebuilt,
     refuse_new_request,
@@ -29,6 +27,7 @@ from omni_errors.server.rejoin import (
     retry_after,
     unavailable_answer,
 )
+from omni_errors.settings import REJOIN_WINDOW
 
 EXPIRY_BOUND = 30.0  # only keeps a broken window from hanging the suite
 
@@ -93,21 +92,21 @@ def test_a_refused_request_is_told_503_with_its_stage() -> None:
 
 
 def _window_in_a_process(value: str | None) -> tuple[float, str]:
-    env = {k: v for k, v in os.environ.items() if k != REJOIN_WINDOW_ENV}
+    env = {k: v for k, v in os.environ.items() if k != REJOIN_WINDOW.name}
     if value is not None:
-        env[REJOIN_WINDOW_ENV] = value
+        env[REJOIN_WINDOW.name] = value
     probe = "import json; from omni_errors.server.rejoin import rejoin; print(json.dumps(rejoin().window_s))"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
     return json.loads(done.stdout), done.stderr
 
 
 def test_the_window_is_read_from_the_environment_and_a_bad_value_says_so() -> None:
-    assert _window_in_a_process(None)[0] == DEFAULT_REJOIN_WINDOW_S
+    assert _window_in_a_process(None)[0] == REJOIN_WINDOW.default
     assert _window_in_a_process("7.5")[0] == 7.5
     for bad in ("soon", "-1", "nan", "0"):
         window, stderr = _window_in_a_process(bad)
-        assert window == DEFAULT_REJOIN_WINDOW_S
-        assert f"{REJOIN_WINDOW_ENV}={bad!r} is not a positive number of seconds" in stderr
+        assert window == REJOIN_WINDOW.default
+        assert f"{REJOIN_WINDOW.name}={bad!r} is not a positive number of seconds" in stderr
 
 
 def test_a_503_gets_retry_after_only_where_the_stages_decide() -> None:
@@ -117,7 +116,7 @@ def test_a_503_gets_retry_after_only_where_the_stages_decide() -> None:
     try:
         assert retry_after(refused) is None
         fatal.defer_to_stages()
-        assert retry_after(refused) == min(RETRY_AFTER_S, DEFAULT_REJOIN_WINDOW_S)
+        assert retry_after(refused) == min(RETRY_AFTER_S, REJOIN_WINDOW.default)
         assert retry_after(fatal_record(stage_id=0)) is None
     finally:
         fatal.reset()

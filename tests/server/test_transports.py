@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.render.websocket import CLIENT_CLOSE_CODE, SERVER_CLOSE_CODE
 from prometheus_client.parser import text_string_to_metric_families
 from semantics_app import CASES, FATAL_SEEN, NO_FALLBACK, SECRET, Case, Server
@@ -42,7 +42,7 @@ def test_every_503_says_when_to_retry(server: Server) -> None:
     assert retry.status_code == 503 and retry.headers["Retry-After"] == "7"  # the failure's own
     for name in ("unavailable", "queue_overflow"):
         plain = httpx.get(f"{server.base}/http/{name}", timeout=10)
-        assert plain.status_code == 503 and plain.headers["Retry-After"] == str(DEFAULT_RETRY_AFTER_S)
+        assert plain.status_code == 503 and plain.headers["Retry-After"] == str(RETRY_AFTER_S)
     not_503 = httpx.get(f"{server.base}/http/stage_timeout", timeout=10)
     assert not_503.status_code == 504 and "Retry-After" not in not_503.headers
 

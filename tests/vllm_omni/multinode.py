@@ -33,7 +33,7 @@ from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
 from omni_errors.chaos.scenarios.vllm_omni_llm import CHAT, chat_body
 from omni_errors.chaos.watch import alive
 from omni_errors.security import keys
-from omni_errors.server.rejoin import REJOIN_WINDOW_ENV
+from omni_errors.settings import REJOIN_WINDOW
 from omni_errors.vllm_omni.settings import KEYS_ENV
 from omni_server import IMAGES, TEST_ENV, image_body
 
@@ -170,7 +170,7 @@ class Deployment:
         if keys is not None:
             env[KEYS_ENV] = str(keys)
         if self.window is not None:
-            env[REJOIN_WINDOW_ENV] = str(self.window)
+            env[REJOIN_WINDOW.name] = str(self.window)
         return env
 
     def _binary(self) -> str:

@@ -21,9 +21,10 @@ import schemathesis
 from http_contract import error_body_is_the_record
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
-from omni_errors.server.admission import RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.server.openapi import ERROR_SCHEMAS
-from omni_errors.server.vllm_api import API_ERROR_STATUSES, MAX_BODY_ENV
+from omni_errors.server.vllm_api import API_ERROR_STATUSES
+from omni_errors.settings import MAX_BODY_BYTES
 from omni_server import MODEL, OmniServer, error_of, serve
 from schemathesis.baseline import Baseline, BaselineEntry, failure_identity
 from schemathesis.checks import CHECKS, is_check_class
@@ -40,7 +41,7 @@ BODY_LIMIT = 1 << 20  # the server's `OMNI_ERRORS_MAX_BODY_BYTES`: above any bod
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OmniServer]:
-    env = {"VLLM_SERVER_DEV_MODE": "1", MAX_BODY_ENV: str(BODY_LIMIT)}
+    env = {"VLLM_SERVER_DEV_MODE": "1", MAX_BODY_BYTES.name: str(BODY_LIMIT)}
     yield from serve(tmp_path_factory, plugin=True, subprocess_stage=False, env=env)
 
 

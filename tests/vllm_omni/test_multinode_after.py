@@ -22,7 +22,7 @@ import httpx
 import pytest
 from multinode import HTTP_PORT, MODEL, STARTUP_TIMEOUT, Deployment, deployment
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.server.admission import RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_server import error_of
 
 WINDOW = 600.0

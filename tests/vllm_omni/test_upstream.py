@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import upstream_tree
-from omni_errors.server.admission import RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.vllm_omni.manifest import TARGETS, Target
 from omni_errors.vllm_omni.verify import called_in_except, find_definition, fingerprint_node
 

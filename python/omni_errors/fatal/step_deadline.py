@@ -6,9 +6,9 @@ forever. A daemon thread watches when the step in progress started; once a step 
 deadline it calls `on_hung` once, from that thread. The thread only reads a timestamp the loop
 writes, so a step costs two clock reads and no lock.
 
-The deadline is `OMNI_ERRORS_STEP_DEADLINE_S` (seconds; 0 turns the watch off), read once per
-process. The default leaves room for what a healthy step can legitimately take: a long prefill, or
-torch compiling a shape it has not seen before, which takes tens of seconds on a large model.
+The deadline is `omni_errors.settings.STEP_DEADLINE` (`OMNI_ERRORS_STEP_DEADLINE_S`; 0 turns the
+watch off). Its default leaves room for what a healthy step can legitimately take: a long prefill,
+or torch compiling a shape it has not seen before, which takes tens of seconds on a large model.
 """
 
 from __future__ import annotations
@@ -18,17 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from omni_errors.env import number_from_env
+from omni_errors.settings import STEP_DEADLINE
 
-__all__ = ["DEFAULT_STEP_DEADLINE_S", "STEP_DEADLINE_ENV", "StepDeadline", "step_deadline_s"]
-
-STEP_DEADLINE_ENV = "OMNI_ERRORS_STEP_DEADLINE_S"
-DEFAULT_STEP_DEADLINE_S = 120.0
+__all__ = ["StepDeadline", "step_deadline_s"]
 
 
 def step_deadline_s() -> float:
     """The step deadline this process is configured with; 0 when the watch is off."""
-    return number_from_env(STEP_DEADLINE_ENV, DEFAULT_STEP_DEADLINE_S, lambda v: v >= 0, "a number of seconds >= 0")
+    return STEP_DEADLINE.read()
 
 
 class StepDeadline:

@@ -21,13 +21,13 @@ from vllm.entrypoints.serve.instrumentator.metrics import attach_router
 from omni_errors.pipeline.routes import chat, health, jobs, speech, websocket
 from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import Service
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.server import BodyLimit, document_errors, install
 
 __all__ = ["build_app"]
 
 
-def build_app(service: Service, limits: Limits, *, retry_after_s: int = DEFAULT_RETRY_AFTER_S) -> FastAPI:
+def build_app(service: Service, limits: Limits, *, retry_after_s: int = RETRY_AFTER_S) -> FastAPI:
     app = FastAPI(title="omni-errors reference pipeline", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, max_body_bytes=limits.max_body_bytes)  # first: inside the instrumentation
     attach_router(app)  # vLLM's Prometheus instrumentation and /metrics

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from omni_errors.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
 from omni_errors.pipeline.faults import PROCESS_KINDS
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 
 __all__ = ["SHM_PREFIX", "add_command", "main"]
 
@@ -69,7 +69,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-after",
         type=_positive_int,
-        default=DEFAULT_RETRY_AFTER_S,
+        default=RETRY_AFTER_S,
         metavar="SECONDS",
         help="the Retry-After of a 503 that does not say when to retry itself (default: %(default)s)",
     )

@@ -27,7 +27,7 @@ from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError
 from omni_errors.lifecycle.state import State
 from omni_errors.pipeline.schemas import Limits
 from omni_errors.pipeline.service import STAGE_NAMES, PipelineConfig, Service
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 
 __all__ = ["ServeConfig", "serve"]
 
@@ -40,7 +40,7 @@ class ServeConfig:
     port: int = 8000
     log_level: str = "info"
     limits: Limits = field(default_factory=Limits)
-    retry_after_s: int = DEFAULT_RETRY_AFTER_S  # a 503's Retry-After when the failure does not say
+    retry_after_s: int = RETRY_AFTER_S  # a 503's Retry-After when the failure does not say
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     link: LinkConfig | None = None  # where remote stages join (PipelineConfig.remote names them)

@@ -3,27 +3,29 @@
 The record says what failed; the headers say how to go on, and they come from the exception, not
 the record: an `HTTPException`'s own headers (`Allow` on Starlette's 405, `WWW-Authenticate` on a
 401, whatever a route set) and `Retry-After` from an exception's `retry_after` seconds. Every 503
-carries `Retry-After`: the exception's own value, else a short hint (`DEFAULT_RETRY_AFTER_S`, or
-the server's setting), so that a client or proxy that honours it neither hammers nor gives up.
-Starlette is imported on first use: the command line reads `DEFAULT_RETRY_AFTER_S` for its help.
+carries `Retry-After`: the exception's own value, else a short hint (`RETRY_AFTER_S`, the one
+source: `settings.RETRY_AFTER`, read once), so that a client or proxy that honours it neither
+hammers nor gives up. Starlette is imported on first use: the command line reads `RETRY_AFTER_S`
+for its help.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from omni_errors._native import OmniErrorDetails
 from omni_errors.render import error_body
+from omni_errors.settings import RETRY_AFTER
 
 if TYPE_CHECKING:
     from starlette.responses import JSONResponse
 
-__all__ = ["DEFAULT_RETRY_AFTER_S", "http_response", "response_headers", "retry_after_header"]
+__all__ = ["RETRY_AFTER_S", "http_response", "response_headers", "retry_after_header"]
 
-#: Seconds a 503 tells the client to wait when the failure does not say: a restart, a replica
-#: joining or a queue draining takes seconds, and a client that retries sooner only adds load.
-DEFAULT_RETRY_AFTER_S = 2
+#: Seconds a 503 tells the client to wait when the failure does not say (whole seconds).
+RETRY_AFTER_S = math.ceil(RETRY_AFTER.read())
 
 # The body is the envelope: its framing headers are the response's own, never an exception's.
 _BODY_HEADERS = frozenset({"content-length", "content-type", "content-encoding", "transfer-encoding"})
@@ -57,7 +59,7 @@ def http_response(
     details: OmniErrorDetails,
     *,
     headers: Mapping[str, str] | None = None,
-    retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+    retry_after_s: int = RETRY_AFTER_S,
 ) -> JSONResponse:
     """A JSON response whose status is the record's `status_code`, with `headers`; a 503 without
     `Retry-After` among them gets `retry_after_s`."""

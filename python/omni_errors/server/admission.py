@@ -7,9 +7,9 @@ wait lasts as long as the pause or the sleep, while `/health` says "healthy". He
 
 - `AdmissionGate` is the `_pause_cond` (vLLM-Omni builds it, or the plugin installs it): a request's
   wait for admission (`generate`, a streaming input's `_submit_with_admission`) lasts at most
-  `ADMISSION_WAIT_S` (`ADMISSION_WAIT_ENV`); then it gets 503 `ServiceUnavailableError` naming the
-  stage, the state and the call that ends it, with `Retry-After` (`RETRY_AFTER_S`). The other wait
-  on the condition, `sleep`'s drain of the requests already admitted, is left as it is.
+  `ADMISSION_WAIT_S` (`settings.ADMISSION_WAIT`); then it gets 503 `ServiceUnavailableError` naming
+  the stage, the state and the call that ends it, with `Retry-After` (`render.http.RETRY_AFTER_S`).
+  The other wait on the condition, `sleep`'s drain of the requests already admitted, is left as it is.
 - `closed(omni)` says which state keeps requests out and what ends it, read from `AsyncOmni`'s own
   fields; `health_state(omni)` is what `/health` adds to its 200 when that state is not "healthy",
   with the keys of vLLM's `/is_sleeping` and `/is_paused` (a paused or sleeping server is alive:
@@ -26,22 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from omni_errors.env import number_from_env
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.server.answer_headers import retry_later
+from omni_errors.settings import ADMISSION_WAIT
 
 __all__ = [
-    "ADMISSION_WAIT_ENV",
     "ADMISSION_WAIT_S",
-    "DEFAULT_ADMISSION_WAIT_S",
-    "RETRY_AFTER_ENV",
-    "RETRY_AFTER_S",
     "AdmissionGate",
     "Closed",
     "all_or_nothing",
@@ -54,17 +49,7 @@ __all__ = [
 _log = logging.getLogger("omni_errors.server")
 
 #: Seconds a generation request waits for a paused or sleeping engine to admit it before its 503.
-ADMISSION_WAIT_ENV = "OMNI_ERRORS_ADMISSION_WAIT_S"
-#: The `Retry-After` (whole seconds) of that 503.
-RETRY_AFTER_ENV = "OMNI_ERRORS_RETRY_AFTER_S"
-#: Long enough to pass over a pause that ends at once (a weight sync), short enough that a client
-#: never waits on a sleep.
-DEFAULT_ADMISSION_WAIT_S = 0.5
-
-_VALID = "a valid number of seconds"
-ADMISSION_WAIT_S = number_from_env(ADMISSION_WAIT_ENV, DEFAULT_ADMISSION_WAIT_S, lambda v: v >= 0, _VALID)
-#: When a retry may find the stage awake again: the renderer's hint unless set.
-RETRY_AFTER_S = math.ceil(number_from_env(RETRY_AFTER_ENV, DEFAULT_RETRY_AFTER_S, lambda v: v >= 1, _VALID))
+ADMISSION_WAIT_S = ADMISSION_WAIT.read()
 
 
 def _is_admission(predicate: Callable[[], Any]) -> bool:

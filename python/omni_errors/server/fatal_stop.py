@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
 from omni_errors.server.in_flight import InFlight
+from omni_errors.settings import ANSWER_DEADLINE
 
-__all__ = ["ANSWER_DEADLINE_ENV", "ANSWER_DEADLINE_S", "GRACEFUL_SHUTDOWN_S", "LAST_CALL_S", "stop_on_fatal"]
+__all__ = ["ANSWER_DEADLINE_S", "GRACEFUL_SHUTDOWN_S", "LAST_CALL_S", "stop_on_fatal"]
 
 _log = logging.getLogger("omni_errors")
 
@@ -33,13 +33,11 @@ GRACEFUL_SHUTDOWN_S = 0.5
 #: ...and the server keeps accepting for this long first, answering what arrives with the fatal
 #: record, so that a request already on its way gets an answer instead of a dropped connection.
 LAST_CALL_S = 0.5
-#: Seconds a fatal stop waits for the answers of the requests in flight to be written.
-ANSWER_DEADLINE_ENV = "OMNI_ERRORS_ANSWER_DEADLINE_S"
 #: Before that last call, every request in flight when the pipeline ended is answered from the
 #: record (the orchestrator has queued its answer): the stop waits until the server has written
-#: them all, for at most this long (`ANSWER_DEADLINE_ENV`, 3 s), so that none is left for uvicorn
+#: them all, for at most this long (`settings.ANSWER_DEADLINE`, 3 s), so that none is left for uvicorn
 #: to cancel with a bare 500.
-ANSWER_DEADLINE_S = number_from_env(ANSWER_DEADLINE_ENV, 3.0, lambda v: v > 0, "a positive number of seconds")
+ANSWER_DEADLINE_S = ANSWER_DEADLINE.read()
 
 ServeHttp = Callable[..., Awaitable[Any]]
 _tasks: set[asyncio.Task[None]] = set()  # the stop tasks, kept alive until they finish

@@ -27,7 +27,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from omni_errors.render.http import DEFAULT_RETRY_AFTER_S, http_response, response_headers
+from omni_errors.render.http import RETRY_AFTER_S, http_response, response_headers
 from omni_errors.semantics.reporting import FatalHook, report
 
 __all__ = ["handled_classes", "install", "make_handler"]
@@ -82,7 +82,7 @@ def _request_id(request: HTTPConnection) -> str | None:
 
 
 def make_handler(
-    *, raw_fallbacks: bool, on_fatal: FatalHook | None = None, retry_after_s: int = DEFAULT_RETRY_AFTER_S
+    *, raw_fallbacks: bool, on_fatal: FatalHook | None = None, retry_after_s: int = RETRY_AFTER_S
 ) -> Callable[[Any, Any], Any]:
     """The one handler: `report` the exception, rendered as HTTP (with the headers the exception
     asks for, `render.http.response_headers`) or, on a websocket route, as its close."""
@@ -109,7 +109,7 @@ def install(
     *,
     raw_fallbacks: bool = True,
     on_fatal: FatalHook | None = None,
-    retry_after_s: int = DEFAULT_RETRY_AFTER_S,
+    retry_after_s: int = RETRY_AFTER_S,
 ) -> None:
     """Register the handlers on `app` (FastAPI or Starlette).
 

@@ -2,7 +2,7 @@
 
 vLLM-Omni lets a replica re-register and restore service, so on a multi-node head (whose stages
 decide when it ends: `omni_errors.fatal.process.defer_to_stages`) a stage left without a live
-replica opens a window (`REJOIN_WINDOW_ENV`, default `DEFAULT_REJOIN_WINDOW_S`). While it is open a
+replica opens a window (`settings.REJOIN_WINDOW`, 120 s). While it is open a
 new request for the stage is refused at once with 503 (`unavailable_answer`) and a `Retry-After`
 (`retry_after`: the short hint, never past the window's end; `rebuilt` gives a record's exception
 with it); a replica that registers closes it; when it passes, the pipeline ends with the outage's
@@ -26,16 +26,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from omni_errors._native import OmniErrorDetails
-from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.semantics.ids import with_request_id
-from omni_errors.server.admission import RETRY_AFTER_S
 from omni_errors.server.answer_headers import retry_later
+from omni_errors.settings import REJOIN_WINDOW
 
 __all__ = [
-    "DEFAULT_REJOIN_WINDOW_S",
-    "REJOIN_WINDOW_ENV",
     "Ending",
     "Outage",
     "Rejoin",
@@ -47,11 +45,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-#: Seconds a stage without replicas waits for one to register before the head ends.
-REJOIN_WINDOW_ENV = "OMNI_ERRORS_REJOIN_WINDOW_S"
-#: Long enough for a platform to restart a remote stage and load its model.
-DEFAULT_REJOIN_WINDOW_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +61,7 @@ class Outage:
         return max(1, math.ceil(self.deadline - time.monotonic()))
 
     def retry_after(self) -> int:
-        """When a retry may succeed: the short hint (`omni_errors.server.admission.RETRY_AFTER_S`),
+        """When a retry may succeed: the short hint (`omni_errors.render.http.RETRY_AFTER_S`),
         never past the window's end; a client that honours the window itself would retry only as the
         head gives up."""
         return min(RETRY_AFTER_S, self.seconds_left())
@@ -160,11 +153,7 @@ def rejoin() -> Rejoin:
     global _rejoin
     with _state_lock:
         if _rejoin is None:
-            _rejoin = Rejoin(
-                number_from_env(
-                    REJOIN_WINDOW_ENV, DEFAULT_REJOIN_WINDOW_S, lambda v: v > 0, "a positive number of seconds"
-                )
-            )
+            _rejoin = Rejoin(REJOIN_WINDOW.read())
         return _rejoin
 
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_errors.env import number_from_env
 from omni_errors.fatal import process as fatal
 from omni_errors.semantics.reporting import FatalHook
+from omni_errors.settings import MAX_BODY_BYTES
 
 __all__ = [
     "API_ERROR_STATUSES",
     "API_RAW_FALLBACKS",
-    "DEFAULT_MAX_BODY_BYTES",
-    "MAX_BODY_ENV",
     "engine_error_response",
     "install_api",
     "max_body_bytes",
@@ -42,17 +40,11 @@ __all__ = [
 API_ERROR_STATUSES = (400, 413, 422, 500, 501, 503)
 #: The raw-fallback default of the HTTP boundary (see the module docstring).
 API_RAW_FALLBACKS = True
-#: The bytes of request body the API server reads before it answers 413.
-MAX_BODY_ENV = "OMNI_ERRORS_MAX_BODY_BYTES"
-#: Its default: room for the largest media vLLM fetches (`VLLM_MAX_MEDIA_DOWNLOAD_SIZE_MB`, 256 MiB)
-#: sent inline, base64.
-DEFAULT_MAX_BODY_BYTES = 512 * 2**20
 
 
 def max_body_bytes() -> int:
-    """The request body limit this process serves with (`MAX_BODY_ENV`, else `DEFAULT_MAX_BODY_BYTES`)."""
-    wanted = "a whole number of bytes, at least 1"
-    return int(number_from_env(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES, lambda v: v >= 1 and v.is_integer(), wanted))
+    """The request body limit this process serves with (`settings.MAX_BODY_BYTES`)."""
+    return int(MAX_BODY_BYTES.read())
 
 
 def install_api(app: Any, *, on_fatal: FatalHook = fatal.answered) -> None:

@@ -8,7 +8,7 @@ whose replicas are remote (a head started with `--omni-master-address`), the plu
    that keeps its `request_id` and `stage_id`.
 2. A stage left without a live replica opens a rejoin window (`omni_errors.server.rejoin`,
    `OMNI_ERRORS_REJOIN_WINDOW_S`, default 120 s): a new request gets 503 `ServiceUnavailableError`
-   at once, with `Retry-After` the short hint (`omni_errors.server.admission.RETRY_AFTER_S`, never past the
+   at once, with `Retry-After` the short hint (`omni_errors.render.http.RETRY_AFTER_S`, never past the
    window's end; the message says when the window ends), and the head's `/health` is 503
    (vLLM-Omni's own check).
 3. A replica that registers within the window restores service, without a restart.

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from omni_errors.fatal.exitcodes import MEANINGS, ExitCode
-from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV, step_deadline_s
+from omni_errors.fatal.step_deadline import step_deadline_s
 from omni_errors.fatal.tables import generated, in_order, markdown_table
+from omni_errors.settings import REJOIN_WINDOW, STEP_DEADLINE
 from omni_errors.vllm_omni import Decision, Status, decide
 from omni_errors.vllm_omni.manifest import Process
 
@@ -72,7 +73,7 @@ def _loaded_by_vllm() -> tuple[bool, str | None]:
 
 def _multi_node() -> dict[str, Any]:
     """The head's rejoin window and the deployment's sockets (CURVE keys checked, as each process will)."""
-    from omni_errors.server.rejoin import REJOIN_WINDOW_ENV, rejoin
+    from omni_errors.server.rejoin import rejoin
     from omni_errors.vllm_omni.settings import KEYS_ENV
     from omni_errors.vllm_omni.sockets import load_keys
 
@@ -85,7 +86,7 @@ def _multi_node() -> dict[str, Any]:
             sockets["error"] = str(exc)
         else:
             sockets["allowed_keys"] = len(keys.allowed)
-    return {"rejoin_window_s": rejoin().window_s, "window_setting": REJOIN_WINDOW_ENV, "sockets": sockets}
+    return {"rejoin_window_s": rejoin().window_s, "window_setting": REJOIN_WINDOW.name, "sockets": sockets}
 
 
 def report() -> dict[str, Any]:
@@ -117,7 +118,7 @@ def report() -> dict[str, Any]:
             }
             for c in status.checks
         ],
-        "stages": {"step_deadline_s": step_deadline_s(), "deadline_setting": STEP_DEADLINE_ENV},
+        "stages": {"step_deadline_s": step_deadline_s(), "deadline_setting": STEP_DEADLINE.name},
         "multi_node": _multi_node(),
         "fatal_exit_codes": (
             [{"code": int(code), "name": code.name, "when": MEANINGS[code]} for code in in_order(EXIT_CODES)]

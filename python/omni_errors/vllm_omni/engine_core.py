@@ -48,8 +48,9 @@ from omni_errors._native import encode
 from omni_errors.carry import Carried, carried, death_notice, hung_notice, record_failure
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV, StepDeadline, step_deadline_s
+from omni_errors.fatal.step_deadline import StepDeadline, step_deadline_s
 from omni_errors.link_watch import LinkWatch, RemoteReplica
+from omni_errors.settings import STEP_DEADLINE
 from omni_errors.vllm_omni.liveness import expect
 from omni_errors.vllm_omni.settings import LOG_NAME
 
@@ -155,7 +156,7 @@ def make_process_engine_step(module: ModuleType, original: Any) -> Any:
             "ending it (exit %d)",
             ran_s,
             deadline_s,
-            STEP_DEADLINE_ENV,
+            STEP_DEADLINE.name,
             said.exit_code,
         )
         _send_notice(engine, outputs_cls, said)

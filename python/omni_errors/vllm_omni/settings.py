@@ -1,9 +1,7 @@
-"""The plugin's settings by name: the ones an operator sets (environment variables, read
-once per process, `omni_errors.env.number_from_env`), and the logger it writes to. The API
-server's own (`OMNI_ERRORS_MAX_BODY_BYTES`, `OMNI_ERRORS_ANSWER_DEADLINE_S`,
-`OMNI_ERRORS_ADMISSION_WAIT_S`, `OMNI_ERRORS_RETRY_AFTER_S`) and a multi-node head's
-(`OMNI_ERRORS_REJOIN_WINDOW_S`) are the core's (`omni_errors.server.vllm_api`,
-`omni_errors.server.fatal_stop`, `omni_errors.server.admission`, `omni_errors.server.rejoin`).
+"""The plugin's own settings by name (the ones an operator sets, and the logger it writes to). The
+numbers every server reads (`OMNI_ERRORS_MAX_BODY_BYTES`, `OMNI_ERRORS_ANSWER_DEADLINE_S`,
+`OMNI_ERRORS_ADMISSION_WAIT_S`, `OMNI_ERRORS_RETRY_AFTER_S`, `OMNI_ERRORS_REJOIN_WINDOW_S`,
+`OMNI_ERRORS_STEP_DEADLINE_S`) are the core's, in one table: `omni_errors.settings`.
 
 Here so that a process that sets none of them imports nothing to find out (`register()` runs in
 every process vLLM loads plugins in).

@@ -21,7 +21,7 @@ from omni_errors.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, e
 from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, off_and_on
 from omni_errors.chaos.target import Launch, ServerCommand
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.step_deadline import STEP_DEADLINE_ENV
+from omni_errors.settings import STEP_DEADLINE
 
 __all__ = ["CHAT", "SCENARIOS", "STARTUP_S_PER_PROCESS", "TALK", "LlmTarget", "chat_body", "chat_call"]
 
@@ -81,7 +81,7 @@ class LlmTarget:
         }
         env.pop("OMNI_FAKE_DIFFUSION")
         if self.step_deadline_s is not None:
-            env[STEP_DEADLINE_ENV] = f"{self.step_deadline_s:g}"
+            env[STEP_DEADLINE.name] = f"{self.step_deadline_s:g}"
         return ServerCommand(argv, env=env)
 
 
