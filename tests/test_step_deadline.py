@@ -13,8 +13,6 @@ from omni_errors.fatal import step_deadline
 from omni_errors.fatal.step_deadline import StepDeadline
 from omni_errors.settings import STEP_DEADLINE
 
-STEP_DEADLINE_ENV, DEFAULT_STEP_DEADLINE_S = STEP_DEADLINE.name, STEP_DEADLINE.default
-
 BOUND_S = 30.0
 
 
@@ -70,20 +68,20 @@ def test_an_exception_in_a_step_ends_the_step() -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (None, DEFAULT_STEP_DEADLINE_S),
+        (None, STEP_DEADLINE.default),
         ("2.5", 2.5),
         ("0", 0.0),
-        ("-1", DEFAULT_STEP_DEADLINE_S),
-        ("soon", DEFAULT_STEP_DEADLINE_S),
+        ("-1", STEP_DEADLINE.default),
+        ("soon", STEP_DEADLINE.default),
     ],
 )
 def test_the_deadline_comes_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, raw: str | None, expected: float
 ) -> None:
     if raw is None:
-        monkeypatch.delenv(STEP_DEADLINE_ENV, raising=False)
+        monkeypatch.delenv(STEP_DEADLINE.name, raising=False)
     else:
-        monkeypatch.setenv(STEP_DEADLINE_ENV, raw)
+        monkeypatch.setenv(STEP_DEADLINE.name, raw)
     assert step_deadline.step_deadline_s() == expected
     refused = raw in ("-1", "soon")
-    assert (STEP_DEADLINE_ENV in caplog.text) is refused  # a value it cannot use is said, never silently dropped
+    assert (STEP_DEADLINE.name in caplog.text) is refused  # a value it cannot use is said, never silently dropped

@@ -114,13 +114,12 @@ def make_send_engine_dead(module: ModuleType, original: Any) -> Any:
     outputs_cls = record_outputs_class(OmniEngineCoreOutputs)
 
     def _send_engine_dead(self: Any) -> None:
-        said = death_notice(sys.exc_info()[1])
-        code = said.exit_code or ExitCode.FATAL_ENGINE
+        said = death_notice(sys.exc_info()[1])  # its exit code is the one the fatal state noted
         _log.critical(
             "omni-errors: the engine core is dead (%s %s); exit code %d",
             said.details.status_code,
             said.details.error_type,
-            code,
+            said.exit_code,
         )
         _send_notice(self, outputs_cls, said)
         original(self)
