@@ -9,6 +9,9 @@ PYTHON ?= python3
 # (one `vllm-omni serve` start: 79 s of CPU, 38 s with the cache). The first import writes the cache.
 unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
+# The distributions beside the core (the root's pyproject.toml), each an editable install in both
+# environments: the command line, the audit, the reference tools, the vLLM-Omni plugin.
+MEMBERS := packages/cli packages/audit packages/tools packages/vllm-omni
 BIN    := $(VENV)/bin
 OMNI_VENV := .venv-omni
 OMNI_BIN  := $(OMNI_VENV)/bin
@@ -38,6 +41,7 @@ AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 # The project's own audit: `make lint` fails on any site not in this baseline (`make audit-self-baseline`
 # rewrites it after a reviewed change; the vllm_omni sites stay in it until the plugin is migrated).
 SELF_BASELINE := docs/audit/omni-errors.baseline.json
+SELF_AUDITED := python/omni_errors $(foreach m,$(MEMBERS),$(wildcard $(m)/src/*))
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
@@ -57,8 +61,10 @@ setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and
 
 # The one release build of a run: every later install (.venv-omni, the install tests' wheel) names
 # this interpreter, so cargo finds its build current and compiles nothing again.
-build: setup ## build the Rust extension in release mode into .venv
+build: setup ## build the Rust extension in release mode into .venv, and install every distribution of packages/ beside it
+	@echo "build: compiling the Rust extension in release mode (a first build takes about a minute; later ones, seconds)"
 	$(TIMED) build -- env PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation $(addprefix -e ,$(MEMBERS))
 
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
@@ -133,10 +139,10 @@ setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 
 
 # The editable install names .venv's interpreter to maturin: the same build as `make build`, so
 # nothing compiles (both are CPython 3.11; the extension is the one `make build` made).
-build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion and LLM plugins into .venv-omni
+build-omni: setup-omni build ## install omni-errors, the distributions of packages/ (the plugin's entry point) and the test-only fake diffusion and LLM plugins into .venv-omni
 	$(TIMED) build-omni -- env PATH="$(abspath $(OMNI_BIN)):$$PATH" \
 		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
-		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
+		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . $(addprefix -e ,$(MEMBERS)) \
 		-e tests/vllm_omni/fake_diffusion -e tests/vllm_omni/fake_llm
 
 test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
@@ -176,9 +182,9 @@ pytest-upstream:
 	$(TIMED) pytest-upstream -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
 		$(OMNI_BIN)/python -m pytest $(UPSTREAM_TESTS)
 
-lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
-	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \
-		--python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
+lock-omni: ## re-pin requirements-omni.lock from every distribution's pyproject.toml (the plugin's vLLM 0.30) and the dev group
+	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS)) --group pyproject.toml:dev \
+		$(NO_EMIT_MEMBERS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
 
 # The remote-stage tests build network namespaces (root only; they skip without root). As root,
 # install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
@@ -190,21 +196,21 @@ netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nf
 lint: setup ## rustfmt, clippy, ruff, mypy, stubtest, the project's own audit against its baseline
 	$(TIMED) rustfmt -- $(CARGO) fmt --all -- --check
 	$(TIMED) clippy -- $(CARGO) clippy --all-targets --quiet -- -D warnings
-	$(TIMED) ruff-format -- $(BIN)/ruff format --check python tests benches .ci
-	$(TIMED) ruff-check -- $(BIN)/ruff check python tests benches .ci
+	$(TIMED) ruff-format -- $(BIN)/ruff format --check python packages tests benches .ci
+	$(TIMED) ruff-check -- $(BIN)/ruff check python packages tests benches .ci
 	$(TIMED) mypy -- $(BIN)/mypy
 	$(TIMED) stubtest -- $(BIN)/python -m mypy.stubtest omni_errors._native --allowlist .stubtest-allowlist \
 		--mypy-config-file .stubtest-mypy.ini
-	$(TIMED) self-audit -- sh -c '$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) \
+	$(TIMED) self-audit -- sh -c '$(BIN)/omni-errors-audit $(SELF_AUDITED) --baseline $(SELF_BASELINE) \
 		--no-progress > /dev/null'
 
 audit-self-baseline: build ## rewrite the project's own audit baseline (docs/audit/omni-errors.baseline.json)
-	$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) --write-baseline --no-progress > /dev/null
+	$(BIN)/omni-errors-audit $(SELF_AUDITED) --baseline $(SELF_BASELINE) --write-baseline --no-progress > /dev/null
 
 format: setup ## apply rustfmt and ruff formatting
 	$(CARGO) fmt --all
-	$(BIN)/ruff format python tests benches
-	$(BIN)/ruff check --fix python tests benches
+	$(BIN)/ruff format python packages tests benches
+	$(BIN)/ruff check --fix python packages tests benches
 
 fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
@@ -215,8 +221,12 @@ fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
 		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
-lock: ## re-pin requirements.lock from pyproject.toml (the dev extra, with vLLM 0.33: lock-constraints.txt)
-	$(UV) pip compile --quiet pyproject.toml --extra dev --constraint lock-constraints.txt --python-version 3.11 \
+# The locks pin third-party packages only: the project's own distributions are installed from packages/.
+NO_EMIT_MEMBERS := --no-emit-package omni-errors $(foreach m,$(MEMBERS),--no-emit-package omni-errors-$(notdir $(m)))
+
+lock: ## re-pin requirements.lock from the distributions but the plugin, and the dev group (vLLM 0.33: lock-constraints.txt)
+	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(filter-out packages/vllm-omni,$(MEMBERS))) \
+		--group pyproject.toml:dev $(NO_EMIT_MEMBERS) --constraint lock-constraints.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean: ## remove build outputs and the virtual environment

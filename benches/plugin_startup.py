@@ -2,7 +2,7 @@
 
 Each kind of process is reproduced in a fresh interpreter that first imports what that process has
 imported when vLLM loads its plugins and lists the plugin entry points (as vLLM does before it
-loads any), then loads the plugin as vLLM does (`import omni_errors.vllm_omni`) and runs
+loads any), then loads the plugin as vLLM does (`import omni_errors_vllm_omni`) and runs
 `register()`, which verifies every manifest target against the installed sources; the patches of
 every module already loaded apply right there, the others would apply later on import. The
 baseline is that process's own import, measured in the same interpreter (wall time, resident
@@ -56,7 +56,7 @@ base_s = time.perf_counter() - t0
 import importlib.metadata
 importlib.metadata.entry_points(group="vllm.general_plugins")  # vLLM lists them before loading any
 before, t0 = rss(), time.perf_counter()
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 plugin.register()
 elapsed = time.perf_counter() - t0
 status = plugin.status()

@@ -1,4 +1,4 @@
-"""The plugin's post-import hooks (omni_errors.vllm_omni.hooks) on real modules imported from disk.
+"""The plugin's post-import hooks (omni_errors_vllm_omni.hooks) on real modules imported from disk.
 
 The finder is on `sys.meta_path` only while a hook waits: once the last waiting module is imported,
 or the last hook is cancelled, imports no longer pass through it.
@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from omni_errors.vllm_omni import hooks
+from omni_errors_vllm_omni import hooks
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
-from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
-from omni_errors.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
-from omni_errors.chaos.target import Launch, Target
-from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
+from omni_errors_tools.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
+from omni_errors_tools.chaos.target import Launch, Target
+from omni_errors_tools.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
 __all__ = [
     "IMAGES",

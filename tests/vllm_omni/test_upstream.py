@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import upstream_tree
 from omni_errors.render.http import RETRY_AFTER_S
-from omni_errors.vllm_omni.manifest import TARGETS, Target
-from omni_errors.vllm_omni.verify import called_in_except, find_definition, fingerprint_node
+from omni_errors_vllm_omni.manifest import TARGETS, Target
+from omni_errors_vllm_omni.verify import called_in_except, find_definition, fingerprint_node
 
 RELEASE = "0.30.0"
 #: The patched tree, when this run has it first on the path (`make upstream-test`).
@@ -122,9 +122,9 @@ def test_until_its_patch_a_target_keeps_a_fingerprint_the_plugin_accepts(target:
 _REGISTER = r"""
 import json, sys
 from types import SimpleNamespace
-import omni_errors.vllm_omni as plugin
-from omni_errors.vllm_omni.manifest import TARGETS
-from omni_errors.vllm_omni.patching import applied, is_patched
+import omni_errors_vllm_omni as plugin
+from omni_errors_vllm_omni.manifest import TARGETS
+from omni_errors_vllm_omni.patching import applied, is_patched
 plugin.register()
 import importlib
 for module in sorted({t.module for t in TARGETS if t.module != "zmq"}):
@@ -181,7 +181,7 @@ def test_register_patches_exactly_the_targets_not_yet_upstreamed(
 @pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
 def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"],
+        [sys.executable, "-m", "omni_errors_cli", "doctor", "--json"],
         env={**os.environ, "OMNI_ERRORS_CACHE_DIR": str(tmp_path), "OMNI_ERRORS_VLLM_OMNI": "1"},
         capture_output=True,
         text=True,
@@ -853,7 +853,7 @@ import tempfile
 import time
 import zmq
 import vllm_omni.diffusion.stage_diffusion_client as stage_client
-from omni_errors.vllm_omni.settings import LOG_NAME
+from omni_errors_vllm_omni.settings import LOG_NAME
 
 
 class Warnings(logging.Handler):
@@ -909,7 +909,7 @@ client._zmq_ctx.term()
 sockets.cleanup()
 
 # A remote replica's client (no process manager, TCP links): its links stand in for its process.
-from omni_errors.chaos.watch import free_port
+from omni_errors_tools.chaos.watch import free_port
 
 remote = Client.__new__(Client)
 remote.__dict__.update(stage_id=3, replica_id=1, _proc_manager=None)
@@ -1136,7 +1136,7 @@ with serving(executor_dead=True) as (send, receive):
 _DRAIN = r"""
 import queue
 from omni_errors.carry import failure_frame_fields
-from omni_errors.vllm_omni.client import last_words
+from omni_errors_vllm_omni.client import last_words
 from vllm_omni.diffusion import stage_diffusion_client
 from vllm_omni.distributed.omni_connectors.utils import serialization
 
@@ -1241,7 +1241,7 @@ sys.path.insert(0, @HELPERS@)
 import test_connector_tombstones as tombstones
 from omni_errors import encode
 from omni_errors.carry import Tombstone
-from omni_errors.vllm_omni.connectors import failed_requests
+from omni_errors_vllm_omni.connectors import failed_requests
 
 omni = tombstones.real_modules()
 made, ids = [], []
@@ -1584,9 +1584,9 @@ def test_a_model_the_server_does_not_serve_is_vllms_404(tree: str, request: pyte
 
 def test_every_target_upstreamed_is_the_upstreamed_decision(monkeypatch: pytest.MonkeyPatch) -> None:
     """The series' last step: nothing left to patch. `decide` judges the checks `verify` returns."""
-    import omni_errors.vllm_omni as plugin
-    from omni_errors.vllm_omni.doctor import EXIT_STATUS
-    from omni_errors.vllm_omni.verify import Check, State
+    import omni_errors_vllm_omni as plugin
+    from omni_errors_vllm_omni.doctor import EXIT_STATUS
+    from omni_errors_vllm_omni.verify import Check, State
 
     monkeypatch.setattr(plugin, "check", lambda: [Check(t, State.UPSTREAMED, None, "in") for t in TARGETS])
     monkeypatch.setenv(plugin.ENV_VAR, "1")
