@@ -6,7 +6,7 @@ A fault is a kind, the stage it fires in and the step it fires at:
 |---|---|---|
 | `validation` | API process (request only) | the request is rejected: 400 `VLLMValidationError` naming `omni_fault` |
 | `stage_error` | stage | a non-fatal `RuntimeError` fails the request(s): 500 with the stage id; the stage serves on |
-| `value_error` | stage (request only) | a non-fatal raw `ValueError` fails the request: 400 under vLLM's raw fallback |
+| `value_error` | stage (request only) | a non-fatal raw `ValueError` fails the request: 500 (a stage's raw error) |
 | `fatal` | stage | an exception escapes the engine's `step()`: the pipeline dies (exit 80) |
 | `oom` | stage | `torch.OutOfMemoryError` (typed, seed 003): the pipeline dies (exit 81) |
 | `oom_wrapped` | stage | the OOM wrapped in a `RuntimeError` by a library (seed 003): still exit 81 |
