@@ -1481,7 +1481,7 @@ report["admission"] = {
         is_patched(AsyncOmni.sleep),
         is_patched(AsyncOmni.wake_up),
     ],
-    "gate": type(omni._pause_cond) is AdmissionGate,
+    "gate": isinstance(omni._pause_cond, AdmissionGate),  # the released one: its subclass, `ReleasedGate`
     "states": asyncio.run(admission()),
     "transitions": asyncio.run(transitions()),
 }

@@ -160,6 +160,8 @@ _C = "vllm_omni.distributed.omni_connectors"
 _R030 = "0.30.0"
 # A target the series changes but does not retire: the patch still holds on the new body.
 _S030 = "0.30.0+series"
+# `AsyncOmni.generate` waits for admission with the gate's `admit` from patch 23 on: its body between.
+_S030_23 = "0.30.0+series (patches 23-28)"
 # An upstream change whose place a later patch changes again: its fingerprint on the prefixes before that patch.
 _R030_BEFORE_25 = "0.30.0 (patches 19-24)"
 # Patches 32 to 35 change places earlier patches' changes are read at (per-replica isolation in
@@ -566,21 +568,23 @@ TARGETS: tuple[Target, ...] = (
            does="after a fatal failure, no 2 s abort wait before answering",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.WRAP,
-           {_R030: "aca56e6e65c2909b", _S030: "4848a68da226b7bf"}, upstreamed={_R030: "df1a7d4c8af5eb3a"},
+           {_R030: "aca56e6e65c2909b", _S030: "4848a68da226b7bf", _S030_23: "1147acfa1c6ac474"},
+           upstreamed={_R030: "711af19cd484aca5"},
            process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, a new request gets the fatal record at once; on a multi-node head while a "
                 "stage waits for a replica, 503 with `Retry-After` (`omni_errors.server.rejoin.refuse_new_request`)",
            upstream="a dead engine fails requests immediately"),
     Target(f"{_E}.async_omni", "AsyncOmni", "__init__", "admission:make_init", Kind.WRAP,
-           {_R030: "f21a1147bc4f6565"}, upstreamed={_R030: "5a6128d4059a1cf7"},
+           {_R030: "f21a1147bc4f6565"}, upstreamed={_R030: "dc9fcc4a975311ea"},
            relies_on=(*_ADMISSION_FIELDS, "AsyncOmni._submit_with_admission"),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
-           does="`_pause_cond` is an `AdmissionGate`: a request's wait for admission (paused, asleep, a sleep or "
-                "wake-up running) ends after 0.5 s (`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "
+           does="`_pause_cond` is an `AdmissionGate` (its `wait_for(lambda: not self._paused)` is `admit`): a "
+                "request's wait for admission (paused, asleep, a sleep or wake-up running) ends after 0.5 s "
+                "(`OMNI_ERRORS_ADMISSION_WAIT_S`) with 503 naming the stage, "
                 "the state and how to leave it, and `Retry-After` (`OMNI_ERRORS_RETRY_AFTER_S`, 2 s)",
            upstream=_ADMISSION_UPSTREAM),
     Target(f"{_E}.async_omni", "AsyncOmni", "sleep", "admission:make_sleep", Kind.WRAP,
-           {_R030: "cae33c385e02bbb2"}, upstreamed={_R030: "30fc417697a59765"},
+           {_R030: "cae33c385e02bbb2"}, upstreamed={_R030: "c23fae4f6c8816dc"},
            relies_on=_ADMISSION_FIELDS,
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="a sleep that raised, whose acks report a failure or that a stage did not acknowledge puts every "
@@ -588,13 +592,13 @@ TARGETS: tuple[Target, ...] = (
                 "a sleep of no stage changes nothing",
            upstream="sleep is all or nothing and fails on a failed ack"),
     Target(f"{_E}.async_omni", "AsyncOmni", "wake_up", "admission:make_wake_up", Kind.WRAP,
-           {_R030: "6c6c8f0f59e8074b"}, upstreamed={_R030: "58e6fdf72f90bd38"},
+           {_R030: "6c6c8f0f59e8074b"}, upstreamed={_R030: "d0a32689e6bb93dd"},
            relies_on=_ADMISSION_FIELDS,
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="the same for a wake-up; after a level-2 sleep, 501 naming the stage",
            upstream="wake-up is all or nothing and fails on a failed ack"),
     Target(f"{_E}.openai.api_server", None, "health", "admission:make_health", Kind.WRAP,
-           {_R030: "88b0835c90d52907"}, upstreamed={_R030: "d0f80ca43348a8e2"},
+           {_R030: "88b0835c90d52907"}, upstreamed={_R030: "9d7bd24afd848573"},
            relies_on=("router", *(f"{_E}.async_omni:{name}" for name in _ADMISSION_FIELDS)),
            process=Process.API_SERVER, hop=Hop.ADMISSION,
            does="the route's endpoint: the same status (503 only for a dead engine, as vLLM's), and a paused or "
