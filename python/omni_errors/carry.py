@@ -68,7 +68,7 @@ __all__ = [
     "tombstone_from",
 ]
 
-_log = logging.getLogger("omni_errors.carry")
+_log = logging.getLogger(__name__)
 
 RECORD_ATTR = "omni_error"
 FRAME_KEY = "omni_error"

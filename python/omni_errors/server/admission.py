@@ -48,7 +48,7 @@ __all__ = [
     "refusal",
 ]
 
-_log = logging.getLogger("omni_errors.server")
+_log = logging.getLogger(__name__)
 
 #: Seconds a generation request waits for a paused or sleeping engine to admit it before its 503.
 ADMISSION_WAIT_S = ADMISSION_WAIT.read()

@@ -42,7 +42,7 @@ from omni_errors_tools.lifecycle.worker import WorkerConfig, serve_stage
 
 __all__ = ["LocalStageLink", "PipeWorkerLink", "run_local_stage"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.local")
+logger = logging.getLogger(__name__)
 
 #: Requests buffered for a stage that is not reading; past this, `add` answers 503. 32 MiB is
 #: ~100k requests of the reference pipeline, far beyond what a healthy stage leaves unread.

@@ -20,7 +20,7 @@ from omni_errors_tools.lifecycle.links import StageLink
 
 __all__ = ["StopPlan", "emergency_stop"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.stopping")
+logger = logging.getLogger(__name__)
 
 _POLL = 0.01  # how often the plan looks at the stages while it waits
 

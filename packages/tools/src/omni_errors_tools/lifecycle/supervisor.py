@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Supervisor"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.supervisor")
+logger = logging.getLogger(__name__)
 
 
 class Supervisor:

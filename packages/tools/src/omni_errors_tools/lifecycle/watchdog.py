@@ -22,7 +22,7 @@ from omni_errors_tools.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["Watchdog"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.supervisor")
+logger = logging.getLogger(__name__)
 
 Die = Callable[[OmniErrorDetails, ExitCode, str], None]
 

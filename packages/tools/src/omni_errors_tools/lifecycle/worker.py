@@ -30,7 +30,7 @@ from omni_errors_tools.lifecycle.signals import SignalLatch
 
 __all__ = ["WorkerConfig", "serve_stage"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.worker")
+logger = logging.getLogger(__name__)
 
 _MAX_MESSAGES_PER_TURN = 1024  # bounded so a flood of requests cannot starve step()
 

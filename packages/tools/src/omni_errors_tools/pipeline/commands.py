@@ -166,7 +166,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         ),
     )
     code = asyncio.run(serve(cfg, listener))
-    log = logging.getLogger("omni_errors_tools.pipeline.server")
+    log = logging.getLogger(__name__)
     log.info("event loop closed; exit code %d", code)
     atexit.register(log.info, "interpreter shutdown done")
     return code

@@ -30,7 +30,7 @@ from omni_errors_tools.pipeline.service import STAGE_NAMES, PipelineConfig, Serv
 
 __all__ = ["ServeConfig", "serve"]
 
-logger = logging.getLogger("omni_errors_tools.pipeline.server")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ENGINES", "STAGE_NAMES", "Collected", "Event", "PipelineConfig", "Service", "stage_specs"]
 
-logger = logging.getLogger("omni_errors_tools.pipeline")
+logger = logging.getLogger(__name__)
 
 STAGE_NAMES = ("thinker", "talker", "code2wav")
 #: Each stage's engine, named by string so that the API process never imports torch for them.

@@ -38,7 +38,7 @@ from omni_errors_tools.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["RemoteStageLink", "SessionStatus", "SessionTransport"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.remote")
+logger = logging.getLogger(__name__)
 
 
 class SessionStatus(enum.Enum):

@@ -40,7 +40,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 __all__ = ["IoThread"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.remote")
+logger = logging.getLogger(__name__)
 
 _BATCH = 256
 _MONITOR = (

@@ -41,7 +41,7 @@ from omni_errors_tools.lifecycle.worker import WorkerConfig, serve_stage
 
 __all__ = ["StageJoinError", "ZmqWorkerLink", "run_remote_stage"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.remote")
+logger = logging.getLogger(__name__)
 
 
 class StageJoinError(OmniErrorsError):

@@ -39,7 +39,7 @@ from omni_errors_tools.lifecycle.supervisor_types import LifecycleConfig
 
 __all__ = ["LinkServer", "LinkStats"]
 
-logger = logging.getLogger("omni_errors_tools.lifecycle.remote")
+logger = logging.getLogger(__name__)
 
 _BATCH = 256  # messages read per loop callback before yielding to the other callbacks
 _ZAP_DOMAIN = "omni-errors"
