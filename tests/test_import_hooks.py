@@ -70,3 +70,13 @@ def test_a_module_already_imported_is_hooked_at_once(modules: Path) -> None:
     seen: list[str] = []
     hooks.when_imported("hooked_first", lambda module: seen.append(module.__name__))
     assert seen == ["hooked_first"] and sys.meta_path == before
+
+
+def test_a_hooked_module_keeps_its_loaders_whole_api(modules: Path) -> None:
+    hooks.when_imported("hooked_first", lambda module: None)
+    import hooked_first
+
+    loader = hooked_first.__loader__
+    assert loader.get_source("hooked_first") == "VALUE = 1\n"  # what tracebacks and inspect read
+    assert loader.get_filename("hooked_first") == str(modules / "hooked_first.py")
+    assert loader.is_package("hooked_first") is False

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 from omni_errors_vllm_omni.settings import LOG_NAME
 
@@ -42,6 +43,11 @@ class _Loader(importlib.abc.Loader):
 
     def __init__(self, inner: importlib.abc.Loader) -> None:
         self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        # The rest of the real loader's API is the module's own: `get_source` (tracebacks, inspect,
+        # linecache), `get_code`, `get_filename`, `is_package`, `get_resource_reader`.
+        return getattr(self._inner, name)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
