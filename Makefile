@@ -46,7 +46,7 @@ SELF_AUDITED := python/omni_errors $(foreach m,$(MEMBERS),$(wildcard $(m)/src/*)
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-upstream-core pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -81,7 +81,8 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # job of their own (`pytest-audit`), so its waits on deadlines start with the rest. The run is bound by
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
-SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream
+SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream \
+	pytest-upstream-core
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`; after them, one module of
 # deadline waits on real processes (pytest runs the paths in order), so that the two .venv jobs end
 # together instead of `pytest` alone for minutes at the run's end.
@@ -181,6 +182,12 @@ upstream-test: build-omni upstream-tree pytest-upstream ## the vLLM-Omni after-c
 pytest-upstream:
 	$(TIMED) pytest-upstream -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
 		$(OMNI_BIN)/python -m pytest $(UPSTREAM_TESTS)
+
+# The series' tree with only the core: vLLM loads no plugin of omni-errors (tests/vllm_omni/omni_server.py,
+# CORE_ONLY), and the after-cases still hold: vLLM-Omni's own code gives them.
+pytest-upstream-core:
+	$(TIMED) pytest-upstream-core -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
+		OMNI_ERRORS_CORE_ONLY=1 $(OMNI_BIN)/python -m pytest tests/vllm_omni/test_after_inline.py
 
 lock-omni: ## re-pin requirements-omni.lock from every distribution's pyproject.toml (the plugin's vLLM 0.30) and the dev group
 	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS)) --group pyproject.toml:dev \
