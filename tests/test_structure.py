@@ -122,6 +122,36 @@ def test_each_distribution_imports_only_what_it_depends_on() -> None:
     assert crossing == []
 
 
+def _foreign_private_reads(path: Path) -> list[str]:
+    """Private attributes `path` reads or writes on objects other than its own (`self`, `cls`,
+    `super()`): `x._name`, or `getattr(x, "_name")` and its kin with a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            own = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            if not own and not (isinstance(owner, ast.Call) and ast.unparse(owner.func) == "super"):
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(name := node.args[1], ast.Constant)
+            and str(name.value).startswith("_")
+            and not str(name.value).startswith("__")
+        ):
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_core_module_reads_anothers_private_attribute() -> None:
+    """vLLM-Omni hands the core its state as values or callables (`omni_errors.contract`): the core
+    reads no private field of `AsyncOmni`, nor of anything it does not own."""
+    core = [path for name, path in MODULES.items() if name.split(".")[0] == "omni_errors"]
+    assert len(core) > 40  # the check sees the core
+    assert [use for path in core for use in _foreign_private_reads(path)] == []
+
+
 #: Packages that are siblings above the core: neither imports the other (what both need, the fatal
 #: policy and the ZMQ security among it, is in the core below them).
 SIBLINGS = ("omni_errors_tools.lifecycle", "omni_errors_vllm_omni")
