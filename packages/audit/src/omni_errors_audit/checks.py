@@ -89,7 +89,7 @@ class ExpressionChecks(WaitChecks, StatusChecks, ExceptionTextChecks):
             handlers = self.scope.handlers
             if handlers and handlers[-1].value_error and not handlers[-1].answer:
                 status = self.call_status(call, name)
-                if status is not None and 400 <= status < 500:
+                if N.is_client_status(status):
                     handlers[-1].answer = f"`{name}` with status {status}"
                 elif name in N.WEBSOCKET_SENDS and sink:
                     handlers[-1].answer = f"`{name}` (a WebSocket error reply: the client's fault)"

@@ -157,6 +157,11 @@ EXTERNAL_SINK_PARAMS: Final = {
 # Where a call takes the HTTP status positionally (index), besides the keywords in STATUS_KEYWORDS.
 STATUS_POSITION: Final = {name: 1 for name in RESPONSE_CLASSES} | {"HTTPException": 0, "create_error_response": 2}
 STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_status"})
+
+
+def is_client_status(status: int | None) -> bool:
+    """Whether a status the audit resolved answers the client's fault (4xx)."""
+    return status is not None and 400 <= status < 500
 # vLLM's `create_error_response(message, err_type, status_code=HTTPStatus.BAD_REQUEST, param)`.
 DEFAULT_400_CALLS: Final = frozenset({"create_error_response"})
 ROUTE_DECORATORS: Final = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "api_route", "route"})

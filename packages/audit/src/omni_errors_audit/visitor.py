@@ -280,7 +280,7 @@ class FileVisitor(StatementVisitor):
                     status = self.status(default)
                 finally:
                     self.scope = saved
-                if status is not None and 400 <= status < 500:
+                if N.is_client_status(status):
                     self.flows.setdefault(full, {})["d"] = status
         return positions
 

@@ -77,9 +77,10 @@ class Supervisor:
         self._ready: list[asyncio.Future[None]] = []
         self._requests = Requests()
         self._state = State.NEW
-        self._dead_error: OmniErrorDetails | None = None
         self._dead_reason: str | None = None
-        self._exit_code = ExitCode.OK
+        # A stop's code (a clean stop, a signal); a fatal failure's record and code are the fatal
+        # state's, read from it: the one fatal policy, never mirrored here.
+        self._stop_code = ExitCode.OK
         self._fatal = FatalState()
         self._stopped = asyncio.Event()
         self._stop: StopPlan | None = None
@@ -95,12 +96,14 @@ class Supervisor:
 
     @property
     def dead_error(self) -> OmniErrorDetails | None:
-        return self._dead_error
+        return self._fatal.record
 
     @property
     def exit_code(self) -> ExitCode:
-        """What the API process should exit with: 0 after a clean stop, else from `ExitCode`."""
-        return self._exit_code
+        """What the API process should exit with: 0 after a clean stop, else from `ExitCode` (a
+        fatal failure's code wins over a stop's)."""
+        fatal = self._fatal.exit_code
+        return self._stop_code if fatal is None else fatal
 
     @property
     def pids(self) -> list[int]:
@@ -122,7 +125,7 @@ class Supervisor:
 
     def health(self) -> Health:
         ok = self._state is State.RUNNING
-        return Health(ok, 200 if ok else 503, self._state, self._dead_error)
+        return Health(ok, 200 if ok else 503, self._state, self._fatal.record)
 
     def add_dead_callback(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (on the loop) once the supervisor has stopped, e.g. to end uvicorn."""
@@ -132,7 +135,7 @@ class Supervisor:
         """Wait until every stage is gone and the shm is removed; returns `dead_error`."""
         assert self._state is not State.NEW, "start() first"
         await self._stopped.wait()  # omni-errors: ignore[OE303]: the stop plan's SIGKILL bounds it
-        return self._dead_error
+        return self._fatal.record
 
     async def start(self) -> None:
         """Start every stage, then wait (with `startup_timeout`) for all READY frames.
@@ -169,7 +172,7 @@ class Supervisor:
             self._die(fatal_record(stage_id=late[0]), ExitCode.STARTUP_FAILURE, reason)
         await self.wait_dead()
         raise StageStartupError(
-            self._dead_error or unavailable_record("Startup was interrupted", stage_id=None),
+            self._fatal.record or unavailable_record("Startup was interrupted", stage_id=None),
             self._dead_reason or "startup was interrupted",
         )
 
@@ -179,7 +182,7 @@ class Supervisor:
         Raises `error_factory(details)` when not serving (503, or the death's record) and when
         stage 0's queue is at its high-water mark (503)."""
         if not self._state.serving or self._loop is None:
-            details = self._dead_error or unavailable_record("The pipeline is not serving", stage_id=None)
+            details = self._fatal.record or unavailable_record("The pipeline is not serving", stage_id=None)
             raise self._error_factory(with_request_id(details, request_id))
         request_id = request_id or uuid.uuid4().hex
         if request_id in self._requests:
@@ -220,10 +223,10 @@ class Supervisor:
             return
         draining = self._state is State.RUNNING and drain_timeout > 0 and self._move(State.DRAINING)
         if draining:  # this call owns the drain; others made meanwhile only wait for the end
-            self._exit_code = exit_code
+            self._stop_code = exit_code
             await self._drain(drain_timeout)
         if self._state in (State.STARTING, State.RUNNING) or (draining and self._state is State.DRAINING):
-            self._exit_code = exit_code
+            self._stop_code = exit_code
             self._move(State.STOPPING)
             self._requests.fail_all(shutting_down())
             for link in self._links:
@@ -252,7 +255,7 @@ class Supervisor:
             )
             return
         logger.warning("second signal (%s): killing every stage now", name)
-        self._exit_code = self._exit_code or exit_code_for_signal(signum)
+        self._stop_code = self._stop_code or exit_code_for_signal(signum)
         if self._state.live:
             self._move(State.STOPPING)
         self._requests.fail_all(shutting_down())
@@ -336,13 +339,11 @@ class Supervisor:
         starting = self._state is State.STARTING
         if not self._move(State.DEAD):
             if self._fatal.record is not None:  # a cause reported after the death may still win
-                self._exit_code = self._fatal.note(code)
+                self._fatal.note(code)
             return
         self._dead_reason = reason or details.message
         self._fatal.declare(details, code, starting=starting)  # the one fatal policy
         details, code = self._fatal.record or details, self._fatal.exit_code or code
-        self._dead_error = details
-        self._exit_code = code
         answered = self._requests.fail_all(details)
         logger.critical(
             "pipeline dead: stage %s: %s (exit code %d); answered %d requests, stopping stages",
