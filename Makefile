@@ -28,6 +28,9 @@ OMNI_FATAL_TESTS := tests/vllm_omni/test_fatal_*.py tests/vllm_omni/test_stage_l
 # The LLM-stage cases (vLLM's EngineCore in each stage process, tests/vllm_omni/fake_llm): their servers
 # start one process per stage, so they are a job of their own beside the diffusion ones.
 OMNI_LLM_TESTS := tests/vllm_omni/test_*llm*.py
+# The upstream series' own suites (the series against the manifest and the plugin, by the plugin's
+# modules): they run once, in the upstream suite.
+SERIES_TESTS := tests/vllm_omni/test_upstream_*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -148,10 +151,9 @@ build-omni: setup-omni build ## install omni-errors, the distributions of packag
 
 test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
-# The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite.
 pytest-omni:
 	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)' \
-		$(foreach glob,$(OMNI_FATAL_TESTS) $(OMNI_LLM_TESTS),--ignore-glob='$(glob)') --ignore=tests/vllm_omni/test_upstream.py
+		$(foreach glob,$(OMNI_FATAL_TESTS) $(OMNI_LLM_TESTS),--ignore-glob='$(glob)') --ignore-glob='$(SERIES_TESTS)'
 
 pytest-omni-fatal:
 	$(TIMED) pytest-omni-fatal -- $(OMNI_BIN)/python -m pytest $(OMNI_FATAL_TESTS) --ignore-glob='$(OMNI_LLM_TESTS)'
@@ -170,7 +172,7 @@ bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each 
 # series into UPSTREAM_TREE and every prefix into UPSTREAM_TREE-K. The tests put the patched package
 # first on .venv-omni's path (PYTHONPATH): the same torch and vLLM, no second install.
 UPSTREAM_TREE := .cache/vllm-omni-0.30.0-upstream
-UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
+UPSTREAM_TESTS ?= $(SERIES_TESTS) tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
 	tests/vllm_omni/test_http_surface.py tests/vllm_omni/test_multinode_after.py tests/vllm_omni/test_fatal_llm_pipeline.py \
 	tests/vllm_omni/test_multinode_llm.py
 

@@ -41,7 +41,7 @@ def omni() -> SimpleNamespace:
 
 
 def real_modules() -> SimpleNamespace:
-    """The connector modules and a model runner class (also test_upstream.py's probe, on either tree)."""
+    """The connector modules and a model runner class (also upstream_probe.py's probe, on either tree)."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm_omni.distributed.omni_connectors.connectors.base as base
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector as shm_connector

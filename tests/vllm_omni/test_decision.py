@@ -3,7 +3,7 @@ installed sources say, target by target, decides it; a process never half applie
 
 The checks are given (each target's state as `verify.check` would report it), so each outcome is
 reached on this one installed vLLM-Omni; the real checks on the release and on every prefix of the
-series: test_manifest.py and test_upstream.py.
+series: test_manifest.py and test_upstream_series.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""The upstream series (`upstream/vllm-omni/0.30.0`, docs/upstream.md) against the manifest and the plugin.
+"""What the upstream series' suites share (`test_upstream_*.py`): the prefixes' fingerprints, and the
+probes that run vLLM-Omni's own code on the release (with the plugin's patches) and on the series'
+tree (without them), reporting what each did.
 
-Without a server: every prefix of the series applies cleanly to the 0.30.0 wheel's sources; the
-targets the series retires show their recorded fingerprints after it (and not before), every other
-target keeps a fingerprint the plugin accepts, and its calling contexts still hold, on every
-prefix; on patch 1 alone and on the whole series, `register()` patches exactly the targets not yet
-upstreamed (each probe imports every target module: minutes). On the patched tree itself
-(`make upstream-test`, which puts it first on the path): vLLM-Omni's own retired code does what the
-plugin did, and `omni-errors doctor` says so. `make upstream-test` then runs the *after* suites
-on the same tree.
+A probe is `python -c` on a tree (first on the path): `_REGISTER`, then the fragments it adds, each
+filling `report`, printed as the last line. The two compared probes (`COMPARED`, the session
+fixtures `on_the_release` and `on_the_series` of conftest.py) take minutes each and are shared by
+every suite that reads them.
 """
 
 from __future__ import annotations
@@ -15,33 +13,26 @@ from __future__ import annotations
 import ast
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import upstream_tree
-from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors_vllm_omni.manifest import TARGETS, Target
-from omni_errors_vllm_omni.verify import called_in_except, find_definition, fingerprint_node
+from omni_errors_vllm_omni.verify import find_definition, fingerprint_node
 
 RELEASE = "0.30.0"
+
+
 #: The patched tree, when this run has it first on the path (`make upstream-test`).
 ON_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
+
+
 RETIRED = [t for t in TARGETS if t.upstreamed]
 
 
-@pytest.fixture(scope="module")
-def prefixes() -> list[Path]:
-    """Every prefix of the series applied (patch 1, patches 1-2, ...), each `--check`ed first: the
-    trees `make upstream-tree` built, or built here when the series' bytes differ from theirs."""
-    count = len(upstream_tree.patches())
-    return [upstream_tree.build(k if k < count else None) for k in range(1, count + 1)]
-
-
-def _fingerprint(tree: Path, module: str, qualname: str) -> str | None:
+def fingerprint_of(tree: Path, module: str, qualname: str) -> str | None:
     path = tree.joinpath(*module.split("."))
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     if not path.is_file():
@@ -50,75 +41,20 @@ def _fingerprint(tree: Path, module: str, qualname: str) -> str | None:
     return None if node is None else fingerprint_node(node)
 
 
-def _retires(patch: Path) -> list[str]:
+def retires_of(patch: Path) -> list[str]:
     """The manifest keys a patch's body says it retires: its `Retires` paragraph, one `- key` a line."""
     paragraph = patch.read_text().partition("Retires (omni-errors manifest):\n")[2].partition("\n\n")[0]
     return [line[2:].split(" ", 1)[0] for line in paragraph.splitlines() if line.startswith("- ")]
-
-
-def test_the_series_is_numbered_and_every_prefix_applies_cleanly(prefixes: list[Path]) -> None:
-    names = [p.name for p in upstream_tree.patches()]
-    assert names and [n[:4] for n in names] == [f"{i:04d}" for i in range(1, len(names) + 1)]
-    assert len(prefixes) == len(names)
-
-
-def test_each_patch_says_what_it_retires_fixes_tests_and_notes() -> None:
-    retired: list[str] = []
-    for patch in upstream_tree.patches():
-        text = patch.read_text()
-        assert text.splitlines()[1] == "From: omni-errors <omni-errors@localhost>", f"{patch.name}: its author"
-        for heading in ("RFC phase", "Retires (omni-errors manifest):", "Fixes:", "Tests:", "Release note:", "Size:"):
-            assert heading in text, f"{patch.name} has no {heading!r}"
-        retired += _retires(patch)
-    assert sorted(retired) == sorted(t.key for t in RETIRED), "each retired entry is named by one patch"
-
-
-@pytest.mark.parametrize("target", RETIRED, ids=lambda t: t.key)
-def test_a_retired_target_shows_its_upstream_fingerprint_after_the_series_only(
-    target: Target, prefixes: list[Path]
-) -> None:
-    module, qualname = target.upstream_source
-    release = _fingerprint(upstream_tree.vllm_omni_tree().parent, module, qualname)
-    assert release != target.upstreamed[RELEASE], "the release itself must not read as upstreamed"
-    assert _fingerprint(prefixes[-1], module, qualname) == target.upstreamed[RELEASE]
-
-
-@pytest.mark.parametrize("target", RETIRED, ids=lambda t: t.key)
-def test_a_target_once_retired_stays_retired_on_every_later_prefix(target: Target, prefixes: list[Path]) -> None:
-    """A later patch may change the place an earlier one's change is read at (patch 25 changes the
-    `run_loop` where patch 19 put the death notice): the manifest must know each fingerprint it takes,
-    or the plugin would patch the target again on the trees between."""
-    states = [_fingerprint(tree, *target.upstream_source) in target.upstreamed.values() for tree in prefixes]
-    first = states.index(True)
-    assert all(states[first:]), (
-        f"retired by patch {first + 1}, not on prefixes {[i + 1 for i, s in enumerate(states) if i > first and not s]}"
-    )
 
 
 #: The targets whose original the series could change (vLLM's own and pyzmq's are not in the tree).
 IN_TREE = [t for t in TARGETS if t.source[0].startswith("vllm_omni.")]
 
 
-def _retired_on(tree: Path, target: Target) -> bool:
-    return bool(target.upstreamed) and _fingerprint(tree, *target.upstream_source) in target.upstreamed.values()
+def retired_on(tree: Path, target: Target) -> bool:
+    return bool(target.upstreamed) and fingerprint_of(tree, *target.upstream_source) in target.upstreamed.values()
 
 
-@pytest.mark.parametrize("target", IN_TREE, ids=lambda t: t.key)
-def test_until_its_patch_a_target_keeps_a_fingerprint_the_plugin_accepts(target: Target, prefixes: list[Path]) -> None:
-    """On every prefix before the patch that retires it (on all of them, for a target the series
-    leaves), a target's source and its calling contexts are ones the plugin patches."""
-    waiting = [tree for tree in prefixes if not _retired_on(tree, target)]
-    for tree in waiting:
-        assert _fingerprint(tree, *target.source) in target.fingerprints.values(), tree.name
-        for context in target.in_except:
-            module, _, caller = context.caller.partition(":")
-            path = tree.joinpath(*module.split(".")).with_suffix(".py")
-            node = find_definition(ast.parse(path.read_bytes()), caller)
-            assert node is not None and called_in_except(node, context), f"{tree.name}: {context}"
-
-
-#: A probe is `python -c` on a tree (first on the path): `_REGISTER`, then the fragments it adds, each
-#: filling `report`, printed as the last line.
 _REGISTER = r"""
 import json, sys
 from types import SimpleNamespace
@@ -137,10 +73,12 @@ report = {
     "vllm_omni": vllm_omni.__file__,
 }
 """
+
+
 _PRINT = "\nprint(json.dumps(report))\n"
 
 
-def _probe(tree: Path, tmp_path: Path, *fragments: str) -> dict[str, Any]:
+def run_probe(tree: Path, tmp_path: Path, *fragments: str) -> dict[str, Any]:
     probe = _REGISTER + "".join(fragments) + _PRINT
     env = {
         **os.environ,
@@ -155,45 +93,6 @@ def _probe(tree: Path, tmp_path: Path, *fragments: str) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
-
-
-@pytest.fixture(scope="module")
-def on_the_series(prefixes: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One probe on the whole series' tree for both tests that read it (each probe is minutes)."""
-    return _probe(prefixes[-1], tmp_path_factory.mktemp("series-probe"), *_COMPARED)
-
-
-@pytest.mark.parametrize("count", [1, None], ids=["prefix-1", "whole-series"])
-def test_register_patches_exactly_the_targets_not_yet_upstreamed(
-    count: int | None, prefixes: list[Path], tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    tree = prefixes[(count or len(prefixes)) - 1]
-    report = _probe(tree, tmp_path) if count is not None else request.getfixturevalue("on_the_series")
-    assert report["vllm_omni"].startswith(str(tree))
-    upstreamed = {t.key for t in RETIRED if _fingerprint(tree, *t.upstream_source) == t.upstreamed[RELEASE]}
-    assert upstreamed  # every prefix retires something
-    assert report["decision"] == "enabled"
-    assert f"{len(upstreamed)} are upstreamed (nothing patched there)" in report["reason"]
-    expected = {t.key for t in TARGETS if t.key not in upstreamed}  # zmq too: vLLM-Omni imports it
-    assert set(report["patched"]) == expected
-
-
-@pytest.mark.skipif(ON_TREE is None, reason="needs the patched tree first on the path (make upstream-test)")
-def test_doctor_on_the_patched_tree_says_upstreamed_per_target(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "omni_errors_cli", "doctor", "--json"],
-        env={**os.environ, "OMNI_ERRORS_CACHE_DIR": str(tmp_path), "OMNI_ERRORS_VLLM_OMNI": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    states = {t["target"]: t["state"] for t in report["targets"]}
-    assert {k for k, s in states.items() if s == "upstreamed"} == {t.key for t in RETIRED}
-    assert {s for k, s in states.items() if s != "upstreamed"} == {"matches"}
-    assert report["decision"] == "enabled"
 
 
 #: A diffusion stage's failed output, from the worker's `from_exception` to the engine's `postprocess_output`:
@@ -451,6 +350,7 @@ report["head"] = {
 }
 """
 
+
 #: A head's membership controller (its watcher idle): it starts, then a replica of a stage whose rejoin
 #: window is open registers; a 503 error message is raised before the start (one host) and after it
 #: (a multi-node head, its stage's window open). Placed before `_BOUNDARY`, which starts from a clean
@@ -506,6 +406,7 @@ async def membership():
 
 report["membership"] = asyncio.run(membership())
 """
+
 
 #: After `_MEMBERSHIP` (the stages decide): stage 6's rejoin window open, its pool's `pick`, a request
 #: for it that finds no live replica (on a distributed pool, and on a one-host one), a new request
@@ -574,6 +475,7 @@ async def outage():
 report["outage"] = asyncio.run(outage())
 """
 
+
 #: After `_OUTAGE`, from a clean fatal state: `_handle_stage_error` on a CFG companion's client error and
 #: on an OOM from a one-host replica (the pipeline ends); the same OOM from a remote replica is
 #: `_DEAD_REPLICA`'s. `_BOUNDARY`, next, resets the fatal state again.
@@ -636,6 +538,7 @@ report["stage_error"] = {
 }
 fatal_state.reset()
 """
+
 
 #: After `_STAGE_ERROR`: `_handle_dead_replica` on stage 7 for each way a replica is lost: a subprocess
 #: replica that said it died of an OOM while another serves on, then as the last one; one that
@@ -768,6 +671,7 @@ rejoin().close(7)
 fatal_state.reset()
 """
 
+
 #: After `_DEAD_REPLICA`: an LLM stage's engine core (vLLM-Omni's `StageEngineCoreProc`; its queue and
 #: output thread are stand-ins) dying of an OOM and of anything else, and refusing a request while it
 #: prepares it; each message it queues goes through vLLM's encoder and the stage client's decoder.
@@ -837,6 +741,7 @@ report["llm_stage"] = {
 fatal_state.reset()
 """
 
+
 _VIDEO = r"""
 import vllm_omni.entrypoints.openai.video.generation.helpers as helpers
 error = helpers._video_error_from_exception(ValueError("could not read /home/alice/ckpt/model.safetensors"))
@@ -845,6 +750,7 @@ report["video"] = {
     "stored": [error.code, error.message],
 }
 """
+
 
 _SENDS = r"""
 import asyncio
@@ -926,7 +832,7 @@ remote._request_socket.close(linger=0)
 remote._response_socket.close(linger=0)
 remote._zmq_ctx.term()
 """
-_SEND_TARGETS = ("add_request_async", "collective_rpc_async", "abort_requests_async")
+
 
 #: After `_SENDS`: a real client, its request socket without a peer and set to block for ever, stopping a
 #: real proc that ends each way a proc can meet the stop; each case from a clean fatal state.
@@ -1000,6 +906,7 @@ report["shutdown"] = {
 fatal_state.reset()
 """
 
+
 #: After `_SHUTDOWN`: `_abort_internal_requests` on an `AsyncOmniBase` whose Orchestrator round trip
 #: (`_abort`) records what it is asked, with nothing fatal and with a fatal failure declared.
 _ABORT = r"""
@@ -1030,6 +937,7 @@ report["abort"] = {
 }
 fatal_state.reset()
 """
+
 
 #: After `_ABORT`: a real `run_loop` on ipc sockets whose request handler and collective RPC fail, each
 #: frame read back with vLLM-Omni's own decoder; then one whose executor is dead, to its sentinel. Each
@@ -1130,6 +1038,7 @@ with serving(executor_dead=True) as (send, receive):
     report["frames"]["executor_died"] = [receive() for _ in range(3)]
 """
 
+
 #: After `_FRAMES`: a real client's response socket fed the frames a proc with omni-errors sends (each
 #: built as its `run_loop` builds it, then the fatal state cleared), one from a peer without it, the death
 #: notice and the sentinel; then drained, as the client's poll does. Left with a clean fatal state.
@@ -1200,6 +1109,7 @@ drained.cleanup()
 fatal_state.reset()
 """
 
+
 #: A headless launcher's wait on its diffusion replicas: real (forked) replica processes that end each
 #: way a replica can end, and the launcher's exit (None where it returns).
 _LAUNCHER = r"""
@@ -1227,6 +1137,7 @@ for name, code in (("clean", 0), ("fatal", 80), ("oom", 81), ("link_lost", 86), 
     replica.join()
 report["launcher"] = {"patched": is_patched(startup.wait_for_diffusion_manager_liveness), "exits": launcher}
 """
+
 
 #: Connector tombstones, with test_connector_tombstones.py's real `SharedMemoryConnector` and payload
 #: transports (its helpers, imported): a tombstone put and read back; a sender that fails for real
@@ -1312,6 +1223,7 @@ tomb["left_in_shm"] = left
 report["tombstones"] = tomb
 """.replace("@HELPERS@", repr(str(Path(__file__).resolve().parent)))
 
+
 #: Last of a probe: the plugin switched off (`unapply`), vLLM-Omni's own `_connect_transport` alone
 #: (the plugin's wrap of it, for remote links, sets the same deadline on both trees).
 _OWN_TRANSPORT = r"""
@@ -1330,6 +1242,7 @@ own._response_socket.close(linger=0)
 own._zmq_ctx.term()
 sockets.cleanup()
 """
+
 
 #: The API server's boundary over a real uvicorn server on a real socket, served by the API server's
 #: own `serve_http`: a malformed body, a server failure naming a path, and a route that renders the
@@ -1405,6 +1318,7 @@ async def main():
 report["boundary"] = asyncio.run(main())
 listener.close()
 """
+
 
 #: After `_BOUNDARY`: an `AsyncOmni` built by its own `__init__` (no engine started), its admission
 #: taken through vLLM-Omni's `_submit_with_admission` and its `/health` route's endpoint, while open,
@@ -1487,15 +1401,19 @@ report["admission"] = {
 }
 """
 
-_MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
-_HEAD_TARGETS = (
+
+MESSAGE_MODULES = ("vllm_omni.engine.orchestrator", "vllm_omni.engine.membership_controller")
+
+
+HEAD_TARGETS = (
     "vllm_omni.engine.stage_engine_startup:_POLL_PERIOD_MS",
     "vllm_omni.distributed.omni_coordinator.omni_coord_client_for_stage:OmniCoordClientForStage._heartbeat_loop",
     "vllm_omni.engine.orchestrator:OrchestratorBase.__init__",
 )
 
+
 #: What both module probes (the release with the plugin, the series without its patches) run.
-_COMPARED = (
+COMPARED = (
     _DIFFUSION,
     _FATAL_STOP,
     _ERROR_OUTPUT,
@@ -1524,7 +1442,7 @@ _COMPARED = (
 
 #: The records the probes' three kinds of failure get, before a request id is set: an OOM (fatal by
 #: type), vLLM's validation error naming `height`, and a server error naming a path (sanitized).
-_FATAL = {
+FATAL_RECORD = {
     "message": "The server had an error while processing your request.",
     "category": "server",
     "status_code": 500,
@@ -1534,8 +1452,10 @@ _FATAL = {
     "stage_id": None,
     "fatal": True,
 }
-_CLIENT = {
-    **_FATAL,
+
+
+CLIENT_RECORD = {
+    **FATAL_RECORD,
     "message": "height must be a multiple of 16",
     "category": "client",
     "status_code": 400,
@@ -1543,629 +1463,12 @@ _CLIENT = {
     "parameter": "height",
     "fatal": False,
 }
-_SERVER = {**_FATAL, "message": "could not read <path>", "fatal": False}
 
 
-@pytest.fixture(scope="module")
-def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One probe on the release with the plugin's patches, for the tests that compare it with the series."""
-    return _probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), *_COMPARED)
+SERVER_RECORD = {**FATAL_RECORD, "message": "could not read <path>", "fatal": False}
 
 
-def _report(tree: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+def probe_report(tree: str, request: pytest.FixtureRequest) -> dict[str, Any]:
     """The probe of `tree`: the release with the plugin's patches, or the series without them."""
     report: dict[str, Any] = request.getfixturevalue("on_the_release" if tree == "release" else "on_the_series")
     return report
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_inline_executor_answers_an_oom_with_its_record(tree: str, request: pytest.FixtureRequest) -> None:
-    """Seed 003 in vLLM-Omni's own in-process executor: the release with the plugin's wrap, and the
-    patched tree with nothing patched there, give the engine the same output (OOM by type: 81)."""
-    report = _report(tree, request)
-    assert report["executor"] == {"collective_rpc_patched": tree == "release", "record": [500, True, 81]}
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_failed_video_job_stores_its_record(tree: str, request: pytest.FixtureRequest) -> None:
-    """Behaviour 5: what a failed async video job stores, for its GET. The release with the plugin's
-    replacement and the patched tree's own `_video_error_from_exception` store the same."""
-    report = _report(tree, request)
-    assert report["video"] == {"patched": tree == "release", "stored": [500, "could not read <path>"]}
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_model_the_server_does_not_serve_is_vllms_404(tree: str, request: pytest.FixtureRequest) -> None:
-    """vLLM's `_check_model` on the diffusion server's models object: the release with the plugin's
-    wrap, and the patched tree with nothing patched there, both answer vLLM's 404 naming the model."""
-    report = _report(tree, request)
-    assert report["models"] == {"getattr_patched": tree == "release", "answer": [404, "NotFoundError", "model"]}
-
-
-def test_every_target_upstreamed_is_the_upstreamed_decision(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The series' last step: nothing left to patch. `decide` judges the checks `verify` returns."""
-    import omni_errors_vllm_omni as plugin
-    from omni_errors_vllm_omni.doctor import EXIT_STATUS
-    from omni_errors_vllm_omni.verify import Check, State
-
-    monkeypatch.setattr(plugin, "check", lambda: [Check(t, State.UPSTREAMED, None, "in") for t in TARGETS])
-    monkeypatch.setenv(plugin.ENV_VAR, "1")
-    decided = plugin.decide()
-    assert decided.decision is plugin.Decision.UPSTREAMED
-    assert decided.reason == f"all {len(TARGETS)} targets are upstreamed: nothing to patch"
-    assert EXIT_STATUS[decided.decision] == 0
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_an_error_message_carries_the_record_the_plugin_gave_it(tree: str, request: pytest.FixtureRequest) -> None:
-    """The orchestrator's and the membership controller's `ErrorMessage` built from flat fields: the
-    release with the plugin's record-carrying subclass and the patched tree's own `details` give the
-    same records, and `_raise_nonfatal_error_message` raises the same errors from them."""
-    report = _report(tree, request)
-    messages = report["messages"]
-    assert {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} & set(report["patched"]) == (
-        {f"{module}:ErrorMessage" for module in _MESSAGE_MODULES} if tree == "release" else set()
-    )
-    client, fatal, lost = (messages["details"][name] for name in ("client", "fatal", "lost"))
-    assert client == {
-        "message": "prompt refused: <path>",
-        "category": "client",
-        "status_code": 422,
-        "error_type": "UnprocessableEntityError",
-        "parameter": None,
-        "request_id": "r1",
-        "stage_id": 0,
-        "fatal": False,
-    }
-    assert fatal["fatal"] and fatal["stage_id"] == 1 and "/home/" not in fatal["message"]
-    assert (lost["status_code"], lost["request_id"], lost["stage_id"]) == (500, "r2", 0)
-    assert messages["raised"]["client"] == ["OmniClientError", client]
-    assert messages["raised"]["lost"] == ["OmniServerError", lost]
-    if tree == "series":  # the same, byte for byte, as with the plugin
-        assert messages == request.getfixturevalue("on_the_release")["messages"]
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_heads_waits_are_the_plugins(tree: str, request: pytest.FixtureRequest) -> None:
-    """A multi-node head's registration poll, a stage's heartbeat and the membership watcher's stop:
-    the release with the plugin's patches and the patched tree with nothing patched there agree."""
-    report = _report(tree, request)
-    assert set(_HEAD_TARGETS) & set(report["patched"]) == (set(_HEAD_TARGETS) if tree == "release" else set())
-    assert report["head"] == {
-        "poll_ms": 100,
-        "heartbeat_s": 1.0,
-        "shared_shutdown_event": True,
-    }
-
-
-_OUTAGE_TARGETS = (
-    "vllm_omni.engine.stage_pool:StagePool.pick",
-    "vllm_omni.engine.orchestrator:OrchestratorBase._fail_request_dead_stage",
-    "vllm_omni.entrypoints.async_omni:AsyncOmni.generate",
-)
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_stage_in_its_rejoin_window_refuses_at_once_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
-    """On a multi-node head with a stage's rejoin window open: its pool's `pick` refuses at once, a
-    request that finds no live replica gets the 503 record (a one-host pool's still the fatal one), and
-    `generate` refuses a new request with 503 and `Retry-After`; after a fatal failure, `generate`
-    answers the fatal record at once. The plugin's patches on the release, vLLM-Omni's own calls on the
-    series (patches 28 and 29): the same answers."""
-    report = _report(tree, request)
-    assert set(_OUTAGE_TARGETS) & set(report["patched"]) == (set(_OUTAGE_TARGETS) if tree == "release" else set())
-    outage = report["outage"]
-    assert outage["pick"] == ["StageUnavailableError", "stage 6 has no live replica (rejoin window)"]
-    assert outage["dead stage, head"] == [503, "ServiceUnavailableError", False, 6, "r6", ["r6"]]
-    one_host = outage["dead stage, one host's pool"]
-    assert one_host[0] >= 500 and one_host[2:] == [True, 6, "r6", ["r6"]]  # fatal, as on one host before
-    assert outage["generate, outage"][1:] == [503, False, RETRY_AFTER_S]
-    assert outage["generate, after a fatal failure"][1:] == [500, True, None]
-    if tree == "series":
-        assert outage == request.getfixturevalue("on_the_release")["outage"]
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_stage_error_answers_its_record_and_a_fatal_one_ends_the_pipeline_on_both_trees(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """`_handle_stage_error`: a CFG companion's client error answers its parent with the stage's record
-    (400, `parameter`), and the pipeline serves on; an OOM on one host answers every request in flight
-    with the fatal record, stops the orchestrator through its own shutdown message and makes 81 the
-    exit code (the same OOM from a remote replica: `_handle_dead_replica`'s test). The plugin's
-    replacement on the release, vLLM-Omni's own on the series (patches 30, 32, 33): the same answers."""
-    report = _report(tree, request)
-    key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_stage_error"
-    assert (key in report["patched"]) is (tree == "release")
-    stage_error = report["stage_error"]
-    assert stage_error["client error, CFG companion"] == {
-        "answers": [["r1", 400, "BadRequestError", "height", False]],
-        "cleaned": [[["r1", "r1-cfg"], True]],
-        "stops": [],
-        "exit": None,
-    }
-    fatal = [500, "InternalServerError", None, True]
-    assert stage_error["oom, one host"] == {
-        "answers": [["r1", *fatal], ["r2", *fatal]],  # its own answer, then every other one in flight
-        "cleaned": [[["r1", "r1-cfg"], True], [["r2"], False]],
-        "stops": ["ShutdownRequestMessage"],
-        "exit": 81,
-    }
-    if tree == "series":
-        assert stage_error == request.getfixturevalue("on_the_release")["stage_error"]
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_dead_replica_ends_the_pipeline_or_waits_for_its_stages_window_on_both_trees(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """`_handle_dead_replica`: a replica that dies while another serves fails only its own requests, as a
-    lost replica's (503, not fatal: a fatal answer would end the server); the last one ends the
-    pipeline (every request in flight answered, the orchestrator's own shutdown) with what it said it
-    died of (81), 85 when it vanished without a word, 80 for an inline stage whose
-    executor was lost; a remote replica is detached through the membership controller, its requests
-    answered as lost (not fatal), and its stage's window opened: the pipeline ends only when the window
-    passes, with 86; a remote replica that sends the OOM it dies of is lost at once, its stage's window
-    keeping 81. The plugin's wrap on the release, vLLM-Omni's own on the series (patches 31 to 33)."""
-    report = _report(tree, request)
-    key = "vllm_omni.engine.orchestrator:OrchestratorBase._handle_dead_replica"
-    assert (key in report["patched"]) is (tree == "release")
-    dead = report["dead_replica"]
-    local = {"unregistered": [], "window": None}
-    assert dead["oom, another replica serves on"] == {
-        **local,
-        "answers": [["r1", 503, False]],  # r2 is bound to the live replica
-        "cleaned": ["r1"],
-        "stops": [],
-        "exit": None,
-    }
-    ended = {  # the stage's requests answered as fatal, then r3, in flight elsewhere, with the record
-        **local,
-        "answers": [["r1", 500, True], ["r2", 500, True], ["r3", 500, True]],
-        "cleaned": ["r1", "r2", "r3"],
-        "stops": ["ShutdownRequestMessage"],
-    }
-    assert dead["oom, the last replica"] == {**ended, "exit": 81}
-    assert dead["vanished, the last replica"] == {**ended, "exit": 85}
-    assert dead["inline, executor lost"] == {**ended, "exit": 80}
-    assert dead["remote, the last replica"] == {
-        "answers": [["r1", 500, False], ["r2", 500, False], ["r3", 500, True]],  # lost, then the window passed
-        "cleaned": ["r1", "r2", "r3"],
-        "stops": ["ShutdownRequestMessage"],
-        "exit": 86,
-        "unregistered": ["tcp://10.0.0.7:5000"],
-        "window": [7, 86],
-    }
-    assert dead["remote, its fatal record"] == {  # r1's own answer is its record; r2 was on the replica
-        "answers": [["r1", 500, True], ["r2", 500, False], ["r3", 500, True]],
-        "cleaned": ["r1", "r2", "r3"],
-        "stops": ["ShutdownRequestMessage"],
-        "exit": 81,
-        "unregistered": ["tcp://10.0.0.7:5000"],
-        "window": [7, 81],
-    }
-    if tree == "series":
-        assert dead == request.getfixturevalue("on_the_release")["dead_replica"]
-
-
-_LLM_TARGETS = (
-    "StageEngineCoreProc._send_engine_dead",
-    "StageEngineCoreProc._handle_request_preproc_error",
-    "StageEngineCoreProc.shutdown",
-    "OmniEngineCoreOutputs",
-    "StageEngineCoreClientBase.__init__",
-)
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_an_llm_stage_says_what_it_died_of_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
-    """An LLM stage's engine core that dies sends the record it dies of and its exit code (81 for an
-    OOM by type, 80 for anything else) before vLLM's dead signal, and notes the code in its process;
-    a request it refuses while preparing it is answered with its record (400, `parameter`) and its
-    text as `stop_reason`. The plugin's wraps on the release, vLLM-Omni's own on the series (patch 32)."""
-    report = _report(tree, request)
-    patched = {key.partition(":")[2] for key in report["patched"]} & set(_LLM_TARGETS)
-    assert patched == (set(_LLM_TARGETS) if tree == "release" else set())
-    llm = report["llm_stage"]
-    assert llm["oom"] == [500, True, 81, "ENGINE_CORE_DEAD", 81]
-    assert llm["anything else"] == [500, True, 80, "ENGINE_CORE_DEAD", 80]
-    assert llm["refused"] == ["r1", "ERROR", "no voice named 'alloy'", 400, "voice", ["r1"]]
-    if tree == "series":
-        assert llm == request.getfixturevalue("on_the_release")["llm_stage"]
-
-
-_MEMBERSHIP_TARGETS = ("MembershipController.start", "MembershipController._do_register")
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_membership_controller_drives_the_cores_head_policy_on_both_trees(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """A head's membership controller that starts makes the stages decide when the head ends (a fatal
-    answer no longer ends it), and a replica that registers closes its stage's rejoin window; an error
-    message's 503 then gets its stage's `Retry-After`: the plugin's patches on the release, vLLM-Omni's
-    own calls on the series (patches 26 and 27), the same core state."""
-    report = _report(tree, request)
-    patched = {key.partition(":")[2] for key in report["patched"]} & set(_MEMBERSHIP_TARGETS)
-    assert patched == (set(_MEMBERSHIP_TARGETS) if tree == "release" else set())
-    membership = dict(report["membership"])
-    unavailable = membership.pop("unavailable")
-    assert membership == {"stages_decide": [False, True], "attached": True, "window_open": False}
-    # `_raise_nonfatal_error_message`: a 503 gets its stage's `Retry-After` only on a head waiting for a replica.
-    assert [answer[1:] for answer in unavailable.values()] == [[503, 5, None], [503, 5, RETRY_AFTER_S]]
-    if tree == "series":
-        assert unavailable == request.getfixturevalue("on_the_release")["membership"]["unavailable"]
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_send_the_stage_does_not_take_is_the_plugins(tree: str, request: pytest.FixtureRequest) -> None:
-    """Seed 001's hang in a send, on a real client whose request socket has no peer (nothing ever takes
-    a message): the release with the plugin's wraps and the patched tree with nothing patched there set
-    the same deadline, raise the same `EngineDeadError` once it passes, mark the stage dead, and drop
-    an abort with a warning; a remote replica's client (no process manager, TCP links) gets the core's
-    `RemoteReplica`, alive, its two links watched with heartbeats (the plugin's `_connect_transport` wrap
-    on the release, vLLM-Omni's own on the series: patch 25). With the plugin switched off, vLLM-Omni's
-    own sets the deadline on the series only (the release's sends block: seed 001)."""
-    report = _report(tree, request)
-    sends = dict(report["sends"])
-    assert sends.pop("patched") == (sorted(["_connect_transport", *_SEND_TARGETS]) if tree == "release" else [])
-    assert sends.pop("remote") == {
-        "manager": "omni_errors.link_watch.RemoteReplica",
-        "alive": True,
-        "heartbeat_ms": [400, 400],
-        "watched": True,
-    }
-    waited = {name: sends[name].pop("s") for name in ("request", "control", "abort")}
-    assert all(0.9 < s < 10 for s in waited.values()), waited  # the 1 s deadline: neither at once nor a hang
-    warnings = sends.pop("warnings")
-    assert len(warnings) == 1 and "is gone; abort of 1 request(s) dropped" in warnings[0], warnings
-    own = sends.pop("own_transport")
-    assert own == {
-        "patched": False,
-        "sndtimeo_ms": 1000 if tree == "series" else -1,
-        "linger_ms": 0 if tree == "series" else -1,
-    }
-    dead = "EngineCore encountered an issue. See stack trace (above) for the root cause."
-    assert sends == {
-        "sndtimeo_ms": 1000,
-        "linger_ms": 0,
-        "request": {
-            "outcome": ["EngineDeadError", dead, "Stage-2 did not take a request within 1000 ms", True],
-            "dead": True,
-        },
-        "control": {
-            "outcome": ["EngineDeadError", dead, "Stage-2 did not take a control message within 1000 ms", True],
-            "dead": True,
-        },
-        "abort": {"outcome": ["returned", None], "dead": True},
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_stage_clients_shutdown_does_not_block_and_carries_an_oom_exit(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """Seed 001's stop of a hung stage and seed 003's exit code at the server, on a real client whose
-    request socket takes nothing (a blocking send would never return) and a real proc: the release with
-    the plugin's replacement and the patched tree with nothing patched there stop it the same way. A
-    proc that ignores SIGTERM is killed after 0.5 s (was 10 s); one that ends 81, before the stop or on
-    it, notes 81 in the server's fatal state; one that ends on the signal notes nothing."""
-    report = _report(tree, request)
-    shutdown = dict(report["shutdown"])
-    assert shutdown.pop("patched") is (tree == "release")
-    stopped = {"returned": True, "closed": [True, True, True]}
-    assert shutdown == {
-        "ignore": {**stopped, "timeouts": [0.5], "exitcode": -signal.SIGKILL, "noted": None},
-        "oom": {**stopped, "timeouts": [0.5], "exitcode": 81, "noted": 81},
-        "gone": {**stopped, "timeouts": [], "exitcode": 81, "noted": 81},
-        "default": {**stopped, "timeouts": [0.5], "exitcode": -signal.SIGTERM, "noted": None},
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """A failed request's abort: the release with the plugin's wrap and the patched tree with nothing
-    patched there send it to the Orchestrator while nothing is fatal, and return at once, sending
-    nothing, once the API process's fatal state holds a fatal failure (the ended pipeline would
-    leave the answer waiting the whole abort timeout)."""
-    report = _report(tree, request)
-    abort = dict(report["abort"])
-    assert abort.pop("patched") is (tree == "release")
-    timeout = abort.pop("timeout")
-    assert abort == {
-        "nothing_fatal": {"returned": None, "asked": [[["r1-0a1b"], timeout]]},
-        "fatal": {"returned": None, "asked": []},
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_procs_error_frames_carry_the_record_they_answer(tree: str, request: pytest.FixtureRequest) -> None:
-    """The stage-to-client hop of a subprocess stage: a real `run_loop` whose request handler and
-    collective RPC fail, then one whose executor is dead, their frames read back with vLLM-Omni's own
-    decoder. The release with the plugin's encoder and death notice and the patched tree with nothing
-    patched there send the same frames: the record (a request's with its id), the sanitized flat fields
-    from it, and on a fatal one the exit code that wins in the proc (81 after an OOM, for a dead engine
-    too); a dead executor's proc sends the record it dies of (exit 80) before its sentinel."""
-    report = _report(tree, request)
-    frames = dict(report["frames"])
-    patched = ["OmniMsgpackEncoder", "_signal_fatal_engine_failure"]
-    assert frames.pop("patched") == (patched if tree == "release" else [])
-    closed = {**_SERVER, "message": "DiffusionExecutor is closed"}
-
-    def frame(
-        details: dict[str, Any], answers: str | None, exit_code: int | None, *, of_request: bool
-    ) -> dict[str, Any]:
-        flat = [details["message"], details["status_code"], details["error_type"]]
-        record = {**details, "request_id": answers if of_request else None}
-        return {"for": answers, "flat": flat, "record": record, "exit": exit_code}
-
-    assert frames == {
-        "executor_dead=False": {"stopped": True, "noted": 81},
-        "failed": [
-            frame(_CLIENT, "client", None, of_request=True),
-            frame(_SERVER, "server", None, of_request=True),
-            frame(_FATAL, "oom", 81, of_request=True),
-            frame(_SERVER, "server", None, of_request=False),
-            frame(_FATAL, "dead", 81, of_request=False),
-        ],
-        "executor_dead=True": {"stopped": True, "noted": 80, "raised": "RuntimeError"},
-        "executor_died": [
-            frame(closed, "closed", None, of_request=True),
-            frame(_FATAL, None, 80, of_request=False),
-            "DIFFUSION_PROC_DEAD",
-        ],
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_stage_client_reads_the_record_of_each_error_frame(tree: str, request: pytest.FixtureRequest) -> None:
-    """The client's side of the stage-to-client hop: a real client's response socket fed the frames a
-    proc with omni-errors sends, one from a peer without it, the death notice and the sentinel. The
-    release with the plugin's decoder and the patched tree with nothing patched there drain them alike:
-    each request's error output with its record (the flat fields from it), the peer's from its flat
-    fields, the RPC's failure with its sanitized reason, the OOM's 81 noted in the server's fatal
-    state, the stage dead, and the death notice's record (80) as what the replica died of."""
-    report = _report(tree, request)
-    drain = dict(report["drain"])
-    assert drain.pop("patched") is (tree == "release")
-    assert drain == {
-        "outputs": [
-            {
-                "for": "client",
-                "flat": [_CLIENT["message"], 400, "BadRequestError"],
-                "record": [{**_CLIENT, "request_id": "client"}, None],
-                "metrics": {"e2e_ms": 5},
-            },
-            {
-                "for": "oom",
-                "flat": [_FATAL["message"], 500, "InternalServerError"],
-                "record": [{**_FATAL, "request_id": "oom"}, 81],
-                "metrics": {},
-            },
-            {"for": "peer", "flat": ["worker gone", 500, "InternalServerError"], "record": None, "metrics": {}},
-        ],
-        "rpc_results": {"ping": {"error": True, "reason": "could not read <path>"}},
-        "dead": True,
-        "noted": 81,
-        "died_of": [_FATAL, 80],
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_headless_launcher_ends_with_its_replicas_code(tree: str, request: pytest.FixtureRequest) -> None:
-    """A headless launcher whose diffusion replica ended: the release with the plugin's replacement and
-    the patched tree with nothing patched there reap the replica before reading its code and exit with
-    its documented code (85 for a signal or an unknown code); a clean end lets the launcher return."""
-    report = _report(tree, request)
-    assert report["launcher"] == {
-        "patched": tree == "release",
-        "exits": {"clean": None, "fatal": 80, "oom": 81, "link_lost": 86, "exception": 85, "killed": 85},
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_failed_diffusion_output_carries_its_record_and_the_engine_raises_it(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """Seed 003 from the worker to the engine: `DiffusionOutput.from_exception` and the engine's
-    `postprocess_output`, the release with the plugin's wraps and the patched tree with nothing patched
-    there: the same record on the output (an OOM fatal by type, exit 81, noted in the fatal state),
-    the same sanitized flat fields, the same exception raised from it; an aborted output and one
-    without a record (a peer without omni-errors) answered as vLLM-Omni answers them."""
-    report = _report(tree, request)
-    diffusion = dict(report["diffusion"])
-    assert diffusion.pop("patched") == (["from_exception", "postprocess_output"] if tree == "release" else [])
-    oom, client, server = _FATAL, _CLIENT, _SERVER
-    assert diffusion == {
-        "noted": [None, 81],
-        "outputs": {
-            "oom": {
-                "flat": [oom["message"], 500, "InternalServerError"],
-                "record": [oom, 81],
-                "raised": ["OmniEngineDeadError", {**oom, "request_id": "r-oom"}],
-            },
-            "client": {
-                "flat": [client["message"], 400, "BadRequestError"],
-                "record": [client, None],
-                "raised": ["OmniClientError", {**client, "request_id": "r-client"}],
-            },
-            "server": {
-                "flat": [server["message"], 500, "InternalServerError"],
-                "record": [server, None],
-                "raised": ["OmniServerError", {**server, "request_id": "r-server"}],
-            },
-        },
-        "aborted": ["DiffusionRequestAbortedError", "aborted by the client"],
-        "no_record": ["RuntimeError", "worker gone"],
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_fatal_record_stops_the_diffusion_engine_and_the_proc_exits_with_its_code(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """Seed 003 in the stage process: a worker's OOM record delivered by `_emit_outputs` (both execution
-    modes) fails the engine once, with the rebuilt record, and notes 81 in the stage process's fatal
-    state; a client error fails nothing. `StageDiffusionProc.close` releases the engine and executor,
-    then ends the proc with the fatal state's code (80, 81, 86), or returns when nothing fatal
-    happened. The release with the plugin's wraps and the patched tree with nothing patched there agree."""
-    report = _report(tree, request)
-    stop = dict(report["fatal_stop"])
-    assert stop.pop("patched") == (["_emit_outputs", "close"] if tree == "release" else [])
-    fatal = _FATAL
-    failed = ["failed", "OmniEngineDeadError", fatal]
-    put = [["put", "r1", None], ["put", "r2", fatal["message"]], ["put", "r3", "height must be a multiple of 16"]]
-    released = ["engine", "executor"]
-    assert stop == {
-        "engine": {
-            "request_batch": {
-                "oom": {"calls": [["emitted", ["r1", "r2", "r3"]], failed], "noted": 81},
-                "client": {"calls": [["emitted", ["r1", "r3"]]], "noted": None},
-            },
-            "step_batch": {
-                "oom": {"calls": [*put, failed], "noted": 81},
-                "client": {"calls": [put[0], put[2]], "noted": None},
-            },
-        },
-        "proc": {
-            "none": {"exits": [None, None], "released": released},
-            "80": {"exits": [80, 80], "released": released},
-            "81": {"exits": [81, 81], "released": released},
-            "86": {"exits": [86, 86], "released": released},
-        },
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_inline_clients_error_output_carries_the_record_it_answers(
-    tree: str, request: pytest.FixtureRequest
-) -> None:
-    """The inline diffusion client answering a failed request: `OmniRequestOutput.from_error`, built inside
-    the `except` that caught the failure, carries that failure's record (the release with the plugin's
-    wrap reads the exception being handled; the patched tree's own `from_error` is handed it), its flat
-    fields from the record, an OOM's 81 noted in the fatal state; built outside an `except`, no record."""
-    report = _report(tree, request)
-    answers = dict(report["error_output"])
-    assert answers.pop("patched") is (tree == "release")
-    record, client, server = ({**details, "request_id": "r1"} for details in (_FATAL, _CLIENT, _SERVER))
-    assert answers == {
-        "oom": {
-            "flat": ["r1", True, record["message"], 500, "InternalServerError"],
-            "record": [record, 81],
-            "noted": 81,
-        },
-        "client": {
-            "flat": ["r1", True, client["message"], 400, "BadRequestError"],
-            "record": [client, None],
-            "noted": None,
-        },
-        "server": {
-            "flat": ["r1", True, server["message"], 500, "InternalServerError"],
-            "record": [server, None],
-            "noted": None,
-        },
-        "outside_an_except": True,
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_connector_reads_a_tombstone_back_as_the_tombstone(tree: str, request: pytest.FixtureRequest) -> None:
-    """A real `SharedMemoryConnector`: a `Tombstone` put is stored as its bare frame and read back as the
-    same `Tombstone` (the segment unlinked by the read), and a payload starting with the frame's first
-    byte (79) is read back unchanged, on the release with the plugin's wraps and on the patched tree
-    with nothing patched there."""
-    report = _report(tree, request)
-    tomb = report["tombstones"]
-    assert tomb["serde"] == {"put": True, "bare_frame": True, "read_back": True, "unlinked": True, "payload_79": 79}
-    assert tomb["left_in_shm"] == []
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_a_failed_sender_fails_its_receivers_with_its_record(tree: str, request: pytest.FixtureRequest) -> None:
-    """A sender whose `put` fails for real and whose save thread gives up puts a tombstone under its
-    receiver's key; the sync receiver raises its record at its first read, and the poller (full payload,
-    async chunk) stops waiting for the request and keeps its record until `cleanup_finished_request`.
-    The release with the plugin's wraps and the patched tree with nothing patched there give the same."""
-    report = _report(tree, request)
-    tomb = report["tombstones"]
-    assert tomb["patched"] == (7 if tree == "release" else 0)  # the seven connector entries
-    record = tomb["sync"]["record"]
-    assert tomb["sync"] == {"raised": "OmniServerError", "record": record, "gets": 1}
-    assert (record["category"], record["status_code"], record["stage_id"], record["request_id"]) == (
-        "server",
-        500,
-        0,
-        "<req>",
-    )
-    assert not record["fatal"] and "/dev/shm" not in record["message"]
-    for mode in ("full-payload", "async-chunk"):
-        assert tomb["poller"][mode] == {"record": record, "waiting": False, "kept_after_cleanup": False}, mode
-    if tree == "series":  # the same, record for record, as with the plugin
-        assert tomb == {**request.getfixturevalue("on_the_release")["tombstones"], "patched": 0}
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_the_api_boundary_is_the_cores_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
-    """Behaviour 1 and seed 003 at the API server: the release with the plugin's three wraps, and the
-    patched tree with nothing patched there, answer a malformed body 400, a server failure with its
-    sanitized record, a caught fatal failure with the fatal record; declare the error contract; and
-    the fatal record stops the server, whose `serve_http` then exits 80."""
-    report = _report(tree, request)
-    assert report["boundary"] == {
-        "patched": [tree == "release"] * 3,
-        "answers": [
-            [400, "BadRequestError"],
-            [500, "InternalServerError", _SERVER["message"]],
-            [500, "InternalServerError", _FATAL["message"]],
-        ],
-        "declared": [200, 400, 413, 422, 500, 501, 503],
-        "exit": 80,
-    }
-
-
-@pytest.mark.parametrize("tree", ["release", "series"])
-def test_admission_is_the_cores_on_both_trees(tree: str, request: pytest.FixtureRequest) -> None:
-    """Patches 23 and 24: the release with the plugin's wraps and the patched tree with nothing
-    patched there build the same gate; a request to a paused, then a sleeping engine gets the same
-    503 with `Retry-After`, and `/health` the same 200 body naming the state; a sleep of no stage
-    and of an unknown one leave admission open (vLLM-Omni's own left it closed for ever), and a
-    wake-up after a level-2 sleep is the same 501 naming the stage."""
-    report = _report(tree, request)
-    admission = dict(report["admission"])
-    assert admission.pop("patched") == [tree == "release"] * 4
-    assert admission.pop("gate") is True
-    refused = {
-        **_FATAL,
-        "category": "server",
-        "status_code": 503,
-        "error_type": "ServiceUnavailableError",
-        "fatal": False,
-    }
-    paused = "Generation is paused: it resumes after resume_generation (POST /resume)"
-    asleep = 'Stage 1 is asleep: wake it with POST /v1/omni/wakeup {"stage_ids": [1]}'
-    assert admission.pop("states") == {
-        "open": ["submitted", [200, {"status": "healthy"}]],
-        "paused": [
-            ["OmniServerError", {**refused, "message": paused, "stage_id": 0}, RETRY_AFTER_S],
-            [200, {"status": "paused", "is_sleeping": False, "is_paused": True, "stage_id": 0, "message": paused}],
-        ],
-        "asleep": [
-            ["OmniServerError", {**refused, "message": asleep, "stage_id": 1}, RETRY_AFTER_S],
-            [200, {"status": "sleeping", "is_sleeping": True, "is_paused": True, "stage_id": 1, "message": asleep}],
-        ],
-    }
-    assert admission.pop("transitions") == {
-        "no_stage": [],
-        "unknown_stage": "Invalid stage_ids [5]; valid range is 0..1",
-        "admission_after": [False, False, "submitted"],
-        "level_2_wake_up": {
-            **refused,
-            "status_code": 501,
-            "error_type": "NotImplementedError",
-            "stage_id": 1,
-            "message": "Stage 1 slept at level 2 (its weights were discarded) and vLLM-Omni cannot wake it: "
-            "restart the server",
-        },
-    }
