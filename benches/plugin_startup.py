@@ -11,8 +11,9 @@ VmRSS), once with the verification cache warm (every start but the first) and on
 first start after an install or an upgrade).
 
 `--plugin-path DIR` measures another checkout's plugin (its root; its `python/` directory before
-the plugin had a distribution of its own) the same way, for a side-by-side run. omni-errors' own modules are byte-compiled first,
-as a wheel install does (this environment sets PYTHONDONTWRITEBYTECODE).
+the plugin had a distribution of its own) the same way, for a side-by-side run. omni-errors' own
+modules are byte-compiled first, as a wheel install does (this environment sets
+PYTHONDONTWRITEBYTECODE).
 
     .venv-omni/bin/python benches/plugin_startup.py [--repeat 5] [--plugin-path ../main]
 

@@ -162,6 +162,8 @@ STATUS_KEYWORDS: Final = frozenset({"status_code", "status", "code", "http_statu
 def is_client_status(status: int | None) -> bool:
     """Whether a status the audit resolved answers the client's fault (4xx)."""
     return status is not None and 400 <= status < 500
+
+
 # vLLM's `create_error_response(message, err_type, status_code=HTTPStatus.BAD_REQUEST, param)`.
 DEFAULT_400_CALLS: Final = frozenset({"create_error_response"})
 ROUTE_DECORATORS: Final = frozenset({"get", "post", "put", "patch", "delete", "head", "options", "api_route", "route"})
