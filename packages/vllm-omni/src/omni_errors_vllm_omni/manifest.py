@@ -10,7 +10,8 @@ An entry names:
 - where: `module` (whose attribute is replaced), `owner` (a class in it, or None for a module
   attribute) and `name`; `defined_in` when the original is written elsewhere and imported there;
 - how: `patch`, "file:function" of this package, a factory `(module, original) -> replacement`;
-  `kind`, whether the replacement calls the original (`WRAP`) or stands in for it (`REPLACE`);
+  `kind`, whether the replacement calls the original (`WRAP`), calls it unless its guard answers
+  first (`GUARD`), or stands in for it (`REPLACE`);
 - what it relies on: `relies_on`, the attributes it reads or writes that upstream could rename
   ("[module:]Owner.attr", `Owner` a class in the target's module unless a module is given; for a
   function owner, `attr` is the dotted path it assigns, e.g. `serve_http.app.state.server`), and
@@ -42,8 +43,11 @@ __all__ = ["TARGETS", "Hop", "InExcept", "Kind", "Process", "Target", "render_ta
 class Kind(enum.Enum):
     """Whether a replacement calls the original."""
 
-    #: calls the original (or subclasses it and calls `super()`): upstream fixes still run.
+    #: calls the original on every path (or subclasses it and calls `super()`): upstream fixes still run.
     WRAP = "wrap"
+    #: calls the original unless its guard answers first (a record the output carries, a fatal failure
+    #: declared, a stage in its rejoin window, a tombstone): upstream fixes run whenever the call passes.
+    GUARD = "guard"
     #: does not call it: a fix upstream makes to this body is undone while the plugin is on.
     REPLACE = "replace"
 
@@ -215,7 +219,7 @@ TARGETS: tuple[Target, ...] = (
                 "does, instead of `DiffusionOutput(error=str(exc))`",
            upstream="`execute_request` calls `from_exception`"),
     Target(f"{_D}.diffusion_engine", "DiffusionEngine", "postprocess_output", "diffusion:make_postprocess_output",
-           Kind.WRAP, {_R030: "a81aee66d48322da"}, upstreamed={_R030: "d22d16037bb518a6"},
+           Kind.GUARD, {_R030: "a81aee66d48322da"}, upstreamed={_R030: "d22d16037bb518a6"},
            process=Process.STAGE, hop=Hop.ENGINE,
            does="an output carrying a record raises `rebuild(record)` (client, server or fatal carrier) instead "
                 "of `RuntimeError(text)` or a status-guessed client error",
@@ -292,7 +296,7 @@ TARGETS: tuple[Target, ...] = (
                     "`omni_errors.fatal.step_deadline.StepDeadline`, whose callback sends the death notice "
                     "(`omni_errors.carry.hung_notice`) and ends the process"),
     Target(_SP, "StageEngineCoreProc", "_handle_request_preproc_error", "engine_core:make_preproc_error",
-           Kind.WRAP, {_R030: "dd62305b4f53830a"}, upstreamed={_R030: "61348b789537f14e"},
+           Kind.GUARD, {_R030: "dd62305b4f53830a"}, upstreamed={_R030: "61348b789537f14e"},
            defined_in="vllm.v1.engine.core:EngineCoreProc._handle_request_preproc_error",
            upstreamed_at=f"{_SP}:StageEngineCoreProc._handle_request_preproc_error",
            relies_on=("vllm.v1.engine.core:EngineCoreProc.output_queue",),
@@ -451,7 +455,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="`_handle_stage_error` reads `omni_errors.carry.output_record`; a fatal record ends the pipeline "
                     "through `_fail_pipeline` (`omni_errors.fatal.process.end_pipeline`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_handle_dead_replica",
-           "orchestrator:make_handle_dead_replica", Kind.WRAP, {_R030: "8c64ecd55938f339"},
+           "orchestrator:make_handle_dead_replica", Kind.GUARD, {_R030: "8c64ecd55938f339"},
            upstreamed={_R030: "16b43bf7eed46488", _R030_BEFORE_33: "6427e56f818c3087"},
            relies_on=("OrchestratorBase.stage_pools", "OrchestratorBase._membership",
                       f"{_M}:MembershipController.handle_unregister",
@@ -474,7 +478,7 @@ TARGETS: tuple[Target, ...] = (
                     "without a live replica ends the pipeline (`_fail_pipeline`); a remote replica is detached and "
                     "its stage waits (`omni_errors.server.rejoin.rejoin().wait_for_replica`)"),
     Target("vllm_omni.engine.orchestrator", "OrchestratorBase", "_fail_request_dead_stage",
-           "distributed:make_fail_request_dead_stage", Kind.WRAP, {_R030: "a374c22dcbdc2012"},
+           "distributed:make_fail_request_dead_stage", Kind.GUARD, {_R030: "a374c22dcbdc2012"},
            upstreamed={_R030: "6af94011aaad1faa", _R030_BEFORE_32: "2050b14b952da0ad"},
            relies_on=("OrchestratorBase.output_async_queue", "OrchestratorBase._cleanup_request_ids",
                       "OrchestratorBase._cfg_tracker", "vllm_omni.engine.stage_pool:StagePool.is_distributed",
@@ -511,7 +515,7 @@ TARGETS: tuple[Target, ...] = (
            does="a stage heartbeats the coordinator every second instead of every 5 s, so that an "
                 "`--omni-heartbeat-timeout` under 5 s no longer detaches healthy replicas",
            upstream="the stage's heartbeat interval follows the coordinator's timeout"),
-    Target("vllm_omni.engine.stage_pool", "StagePool", "pick", "distributed:make_pick", Kind.WRAP,
+    Target("vllm_omni.engine.stage_pool", "StagePool", "pick", "distributed:make_pick", Kind.GUARD,
            {_R030: "a0d8aedc1c81ac3f"}, upstreamed={_R030: "eb66af62a2eec8b2"},
            relies_on=("StageUnavailableError", "StagePool.stage_id"),
            process=Process.API_SERVER, hop=Hop.MEMBERSHIP,
@@ -563,11 +567,11 @@ TARGETS: tuple[Target, ...] = (
            does="keeps the `client_error` reason",
            upstream="the failure reason follows the record's category"),
     Target(f"{_E}.async_omni_base", "AsyncOmniBase", "_abort_internal_requests", "api:make_abort_internal",
-           Kind.WRAP, {_R030: "5f6f535a08508c63"}, upstreamed={_R030: "6b15af6eb4983b77"},
+           Kind.GUARD, {_R030: "5f6f535a08508c63"}, upstreamed={_R030: "6b15af6eb4983b77"},
            process=Process.API_SERVER, hop=Hop.API,
            does="after a fatal failure, no 2 s abort wait before answering",
            upstream="a dead engine fails requests immediately"),
-    Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.WRAP,
+    Target(f"{_E}.async_omni", "AsyncOmni", "generate", "api:make_generate", Kind.GUARD,
            {_R030: "aca56e6e65c2909b", _S030: "4848a68da226b7bf", _S030_23: "1147acfa1c6ac474"},
            upstreamed={_R030: "711af19cd484aca5"},
            process=Process.API_SERVER, hop=Hop.API,
@@ -625,7 +629,7 @@ TARGETS: tuple[Target, ...] = (
                 "is 413 before it is read",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.models.serving", "_DiffusionServingModels", "__getattr__",
-           "handlers:make_serving_models_getattr", Kind.WRAP, {_R030: "7059e10d21981df4"},
+           "handlers:make_serving_models_getattr", Kind.GUARD, {_R030: "7059e10d21981df4"},
            upstreamed={_R030: "a4eebdb37594a851"},
            upstreamed_at=f"{_E}.openai.models.serving:_DiffusionServingModels.__init__",
            process=Process.API_SERVER, hop=Hop.HTTP,
@@ -664,13 +668,13 @@ TARGETS: tuple[Target, ...] = (
            process=Process.API_SERVER, hop=Hop.HTTP,
            does="stores the record's status and sanitized message",
            upstream="jobs store the record"),
-    Target(f"{_C}.utils.serialization", "OmniSerde", "serialize", "connectors:make_serialize", Kind.WRAP,
+    Target(f"{_C}.utils.serialization", "OmniSerde", "serialize", "connectors:make_serialize", Kind.GUARD,
            {_R030: "d7caae4715bdba86"}, upstreamed={_R030: "886e6f52e44507ca"},
            process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a `Tombstone` (the record of a request its sender failed) is written as its bare frame, by "
                 "every connector (all serialize through `OmniSerializer`)",
            upstream="`serialize` writes a `Tombstone` as its frame (`Tombstone.frame`)"),
-    Target(f"{_C}.utils.serialization", "OmniSerde", "deserialize", "connectors:make_deserialize", Kind.WRAP,
+    Target(f"{_C}.utils.serialization", "OmniSerde", "deserialize", "connectors:make_deserialize", Kind.GUARD,
            {_R030: "d5fb2b9da77d13bb"}, upstreamed={_R030: "395edae364bbb65d"},
            process=Process.WORKER, hop=Hop.CONNECTORS,
            does="a frame (first byte 0x4F, then `peek` on its 16-byte header) is read back as a `Tombstone`; "
