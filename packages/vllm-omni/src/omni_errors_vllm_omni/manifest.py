@@ -629,7 +629,7 @@ TARGETS: tuple[Target, ...] = (
                 "is 413 before it is read",
            upstream="vLLM-Omni registers `omni_errors.server` handlers, routes stop wrapping"),
     Target(f"{_E}.openai.models.serving", "_DiffusionServingModels", "__getattr__",
-           "handlers:make_serving_models_getattr", Kind.GUARD, {_R030: "7059e10d21981df4"},
+           "serving_models:make_serving_models_getattr", Kind.GUARD, {_R030: "7059e10d21981df4"},
            upstreamed={_R030: "a4eebdb37594a851"},
            upstreamed_at=f"{_E}.openai.models.serving:_DiffusionServingModels.__init__",
            process=Process.API_SERVER, hop=Hop.HTTP,
