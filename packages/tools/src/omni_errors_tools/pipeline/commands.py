@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from omni_errors.render.http import RETRY_AFTER_S
-from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
+from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_MODEL
 from omni_errors_tools.pipeline.faults import PROCESS_KINDS
 
 __all__ = ["SHM_PREFIX", "add_command", "main"]
@@ -32,7 +32,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="serve on this inherited listening socket, already bound by the launcher, instead of "
         "binding --host/--port (so no port is chosen first and bound later)",
     )
-    p.add_argument("--model", default="omni-tiny", help="served model name (default: %(default)s)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="served model name (default: %(default)s)")
     p.add_argument(
         "--step-interval", type=float, default=0.02, help="seconds per engine step in each stage (default: %(default)s)"
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omni_errors_tools.pipeline.audio import decode_wav_b64
-from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
+from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_MODEL
 from omni_errors_tools.pipeline.faults import REQUEST_KINDS, FaultSpec, parse_header
 from pydantic import BaseModel, ConfigDict, Field
 from vllm.exceptions import VLLMNotFoundError, VLLMValidationError
@@ -26,7 +26,7 @@ VOICES = ("omni", "chelsie", "ethan")
 
 @dataclass(frozen=True)
 class Limits:
-    model: str = "omni-tiny"
+    model: str = DEFAULT_MODEL
     max_model_len: int = 2048
     max_tokens: int = 256  # the largest max_tokens a request may ask for
     default_max_tokens: int = 32

@@ -15,10 +15,10 @@ from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors_tools.chaos.loadgen import Outcome, http_call, sse_call, ws_call
 from omni_errors_tools.chaos.scenario import Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors_tools.chaos.target import Launch, ServerCommand
+from omni_errors_tools.pipeline.defaults import DEFAULT_MODEL
 
 __all__ = ["PIPELINE", "SCENARIOS", "SECRET", "ServeTarget", "serve_listener", "streams"]
 
-MODEL = "omni-tiny"
 SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must never be echoed
 
 
@@ -52,7 +52,7 @@ PIPELINE = ServeTarget()
 
 def _chat(i: int, *, max_tokens: int, audio: bool, stream: bool = True) -> dict[str, Any]:
     return {
-        "model": MODEL,
+        "model": DEFAULT_MODEL,
         "messages": [{"role": "user", "content": f"request {i}: tell me a story"}],
         "max_tokens": max_tokens,
         "stream": stream,
@@ -89,7 +89,7 @@ def _mixed(ctx: Ctx) -> list[tuple[Call, Expect]]:
             expect(("error", 400, None)),
         ),
         (
-            lambda: http_call(h, p, "POST", chat, {"model": MODEL, "messages": "hi"}, t0=ctx.t0),
+            lambda: http_call(h, p, "POST", chat, {"model": DEFAULT_MODEL, "messages": "hi"}, t0=ctx.t0),
             expect(("error", 400, None)),
         ),
         (
@@ -98,13 +98,18 @@ def _mixed(ctx: Ctx) -> list[tuple[Call, Expect]]:
         ),
         (
             lambda: http_call(
-                h, p, "POST", "/v1/audio/speech", {"model": MODEL, "input": "hi", "voice": "nobody"}, t0=ctx.t0
+                h, p, "POST", "/v1/audio/speech", {"model": DEFAULT_MODEL, "input": "hi", "voice": "nobody"}, t0=ctx.t0
             ),
             expect(("error", 400, None)),  # an unknown voice is a bad parameter, as OpenAI answers it
         ),
         (
             lambda: http_call(
-                h, p, "POST", "/v1/audio/speech", {"model": MODEL, "input": "hi", "response_format": "mp3"}, t0=ctx.t0
+                h,
+                p,
+                "POST",
+                "/v1/audio/speech",
+                {"model": DEFAULT_MODEL, "input": "hi", "response_format": "mp3"},
+                t0=ctx.t0,
             ),
             expect(("error", 400, None)),
         ),
@@ -133,7 +138,7 @@ def _mixed(ctx: Ctx) -> list[tuple[Call, Expect]]:
 async def _job_conflict(ctx: Ctx) -> Outcome:
     """A job id used twice: the second create is 409 (the first is running or done)."""
     job_id = f"job-{os.urandom(6).hex()}"
-    body = {"model": MODEL, "input": "a job that takes a while to speak", "id": job_id}
+    body = {"model": DEFAULT_MODEL, "input": "a job that takes a while to speak", "id": job_id}
     first = await http_call(ctx.host, ctx.port, "POST", "/v1/jobs", body, t0=ctx.t0)
     if first.result != "ok":
         return first
