@@ -9,6 +9,9 @@ PYTHON ?= python3
 # (one `vllm-omni serve` start: 79 s of CPU, 38 s with the cache). The first import writes the cache.
 unexport PYTHONDONTWRITEBYTECODE
 VENV   := .venv
+# The distributions beside the core (the root's pyproject.toml), each an editable install in both
+# environments: the command line, the audit, the reference tools, the vLLM-Omni plugin.
+MEMBERS := packages/cli packages/audit packages/tools packages/vllm-omni
 BIN    := $(VENV)/bin
 OMNI_VENV := .venv-omni
 OMNI_BIN  := $(OMNI_VENV)/bin
@@ -25,6 +28,9 @@ OMNI_FATAL_TESTS := tests/vllm_omni/test_fatal_*.py tests/vllm_omni/test_stage_l
 # The LLM-stage cases (vLLM's EngineCore in each stage process, tests/vllm_omni/fake_llm): their servers
 # start one process per stage, so they are a job of their own beside the diffusion ones.
 OMNI_LLM_TESTS := tests/vllm_omni/test_*llm*.py
+# The upstream series' own suites (the series against the manifest and the plugin, by the plugin's
+# modules): they run once, in the upstream suite.
+SERIES_TESTS := tests/vllm_omni/test_upstream_*.py
 UV     := $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
 CARGO  ?= cargo
 FUZZ_SECONDS ?= 60
@@ -38,11 +44,12 @@ AUDIT_BASELINE := docs/audit/vllm-omni-0.30.baseline.json
 # The project's own audit: `make lint` fails on any site not in this baseline (`make audit-self-baseline`
 # rewrites it after a reviewed change; the vllm_omni sites stay in it until the plugin is migrated).
 SELF_BASELINE := docs/audit/omni-errors.baseline.json
+SELF_AUDITED := python/omni_errors $(foreach m,$(MEMBERS),$(wildcard $(m)/src/*))
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-upstream-core pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,8 +64,10 @@ setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and
 
 # The one release build of a run: every later install (.venv-omni, the install tests' wheel) names
 # this interpreter, so cargo finds its build current and compiles nothing again.
-build: setup ## build the Rust extension in release mode into .venv
+build: setup ## build the Rust extension in release mode into .venv, and install every distribution of packages/ beside it
+	@echo "build: compiling the Rust extension in release mode (a first build takes about a minute; later ones, seconds)"
 	$(TIMED) build -- env PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation $(addprefix -e ,$(MEMBERS))
 
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
@@ -75,7 +84,8 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # job of their own (`pytest-audit`), so its waits on deadlines start with the rest. The run is bound by
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
-SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream
+SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream \
+	pytest-upstream-core
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`; after them, one module of
 # deadline waits on real processes (pytest runs the paths in order), so that the two .venv jobs end
 # together instead of `pytest` alone for minutes at the run's end.
@@ -133,18 +143,17 @@ setup-omni: $(OMNI_VENV)/.installed ## create .venv-omni: vLLM 0.30 + vllm-omni 
 
 # The editable install names .venv's interpreter to maturin: the same build as `make build`, so
 # nothing compiles (both are CPython 3.11; the extension is the one `make build` made).
-build-omni: setup-omni build ## install omni-errors (the plugin's entry point) and the test-only fake diffusion and LLM plugins into .venv-omni
+build-omni: setup-omni build ## install omni-errors, the distributions of packages/ (the plugin's entry point) and the test-only fake diffusion and LLM plugins into .venv-omni
 	$(TIMED) build-omni -- env PATH="$(abspath $(OMNI_BIN)):$$PATH" \
 		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
-		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . \
+		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . $(addprefix -e ,$(MEMBERS)) \
 		-e tests/vllm_omni/fake_diffusion -e tests/vllm_omni/fake_llm
 
 test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
-# The series' own tests (tests/vllm_omni/test_upstream.py) run once, in the upstream suite.
 pytest-omni:
 	$(TIMED) pytest-omni -- $(OMNI_BIN)/python -m pytest $(OMNI_SUITES) --ignore-glob='$(MULTINODE_TESTS)' \
-		$(foreach glob,$(OMNI_FATAL_TESTS) $(OMNI_LLM_TESTS),--ignore-glob='$(glob)') --ignore=tests/vllm_omni/test_upstream.py
+		$(foreach glob,$(OMNI_FATAL_TESTS) $(OMNI_LLM_TESTS),--ignore-glob='$(glob)') --ignore-glob='$(SERIES_TESTS)'
 
 pytest-omni-fatal:
 	$(TIMED) pytest-omni-fatal -- $(OMNI_BIN)/python -m pytest $(OMNI_FATAL_TESTS) --ignore-glob='$(OMNI_LLM_TESTS)'
@@ -163,7 +172,7 @@ bench-omni: build-omni ## the time and memory the vLLM-Omni plugin adds to each 
 # series into UPSTREAM_TREE and every prefix into UPSTREAM_TREE-K. The tests put the patched package
 # first on .venv-omni's path (PYTHONPATH): the same torch and vLLM, no second install.
 UPSTREAM_TREE := .cache/vllm-omni-0.30.0-upstream
-UPSTREAM_TESTS ?= tests/vllm_omni/test_upstream.py tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
+UPSTREAM_TESTS ?= $(SERIES_TESTS) tests/vllm_omni/test_after_inline.py tests/vllm_omni/test_after_subprocess.py \
 	tests/vllm_omni/test_http_surface.py tests/vllm_omni/test_multinode_after.py tests/vllm_omni/test_fatal_llm_pipeline.py \
 	tests/vllm_omni/test_multinode_llm.py
 
@@ -176,9 +185,15 @@ pytest-upstream:
 	$(TIMED) pytest-upstream -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
 		$(OMNI_BIN)/python -m pytest $(UPSTREAM_TESTS)
 
-lock-omni: ## re-pin requirements-omni.lock from pyproject.toml (the vllm-omni and dev extras)
-	$(UV) pip compile --quiet pyproject.toml --extra vllm-omni --extra dev --python-version 3.11 \
-		--python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
+# The series' tree with only the core: vLLM loads no plugin of omni-errors (tests/vllm_omni/omni_server.py,
+# CORE_ONLY), and the after-cases still hold: vLLM-Omni's own code gives them.
+pytest-upstream-core:
+	$(TIMED) pytest-upstream-core -- env PYTHONPATH=$(abspath $(UPSTREAM_TREE)) OMNI_ERRORS_UPSTREAM_TREE=$(abspath $(UPSTREAM_TREE)) \
+		OMNI_ERRORS_CORE_ONLY=1 $(OMNI_BIN)/python -m pytest tests/vllm_omni/test_after_inline.py
+
+lock-omni: ## re-pin requirements-omni.lock from every distribution's pyproject.toml (the plugin's vLLM 0.30) and the dev group
+	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS)) --group pyproject.toml:dev \
+		$(NO_EMIT_MEMBERS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
 
 # The remote-stage tests build network namespaces (root only; they skip without root). As root,
 # install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
@@ -190,21 +205,21 @@ netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nf
 lint: setup ## rustfmt, clippy, ruff, mypy, stubtest, the project's own audit against its baseline
 	$(TIMED) rustfmt -- $(CARGO) fmt --all -- --check
 	$(TIMED) clippy -- $(CARGO) clippy --all-targets --quiet -- -D warnings
-	$(TIMED) ruff-format -- $(BIN)/ruff format --check python tests benches .ci
-	$(TIMED) ruff-check -- $(BIN)/ruff check python tests benches .ci
+	$(TIMED) ruff-format -- $(BIN)/ruff format --check python packages tests benches .ci
+	$(TIMED) ruff-check -- $(BIN)/ruff check python packages tests benches .ci
 	$(TIMED) mypy -- $(BIN)/mypy
 	$(TIMED) stubtest -- $(BIN)/python -m mypy.stubtest omni_errors._native --allowlist .stubtest-allowlist \
 		--mypy-config-file .stubtest-mypy.ini
-	$(TIMED) self-audit -- sh -c '$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) \
+	$(TIMED) self-audit -- sh -c '$(BIN)/omni-errors-audit $(SELF_AUDITED) --baseline $(SELF_BASELINE) \
 		--no-progress > /dev/null'
 
 audit-self-baseline: build ## rewrite the project's own audit baseline (docs/audit/omni-errors.baseline.json)
-	$(BIN)/omni-errors audit python/omni_errors --baseline $(SELF_BASELINE) --write-baseline --no-progress > /dev/null
+	$(BIN)/omni-errors-audit $(SELF_AUDITED) --baseline $(SELF_BASELINE) --write-baseline --no-progress > /dev/null
 
 format: setup ## apply rustfmt and ruff formatting
 	$(CARGO) fmt --all
-	$(BIN)/ruff format python tests benches
-	$(BIN)/ruff check --fix python tests benches
+	$(BIN)/ruff format python packages tests benches
+	$(BIN)/ruff check --fix python packages tests benches
 
 fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
@@ -215,8 +230,12 @@ fuzz: ## run each cargo-fuzz target for FUZZ_SECONDS (needs cargo-fuzz)
 	cd rust/fuzz && for t in $$(RUSTC_BOOTSTRAP=1 cargo fuzz list); do \
 		RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
-lock: ## re-pin requirements.lock from pyproject.toml (the dev extra, with vLLM 0.33: lock-constraints.txt)
-	$(UV) pip compile --quiet pyproject.toml --extra dev --constraint lock-constraints.txt --python-version 3.11 \
+# The locks pin third-party packages only: the project's own distributions are installed from packages/.
+NO_EMIT_MEMBERS := --no-emit-package omni-errors $(foreach m,$(MEMBERS),--no-emit-package omni-errors-$(notdir $(m)))
+
+lock: ## re-pin requirements.lock from the distributions but the plugin, and the dev group (vLLM 0.33: lock-constraints.txt)
+	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(filter-out packages/vllm-omni,$(MEMBERS))) \
+		--group pyproject.toml:dev $(NO_EMIT_MEMBERS) --constraint lock-constraints.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
 clean: ## remove build outputs and the virtual environment

@@ -28,11 +28,11 @@ COMMON = (
     "openai",
     "uvicorn",
     "torch",
-    "omni_errors.cli",
-    "omni_errors.chaos.scenarios.pipeline",
-    "omni_errors.chaos.scenarios.remote",
-    "omni_errors.lifecycle.supervisor",
-    "omni_errors.pipeline.app",
+    "omni_errors_cli",
+    "omni_errors_tools.chaos.scenarios.pipeline",
+    "omni_errors_tools.chaos.scenarios.remote",
+    "omni_errors_tools.lifecycle.supervisor",
+    "omni_errors_tools.pipeline.app",
     "omni_errors.server",
 )
 MODULES = {
@@ -56,11 +56,11 @@ MODULES = {
         "vllm_omni.diffusion.models.sd3.pipeline_sd3",
         "omni_errors_fake_diffusion.engine",
         # The plugin and the multi-node harness.
-        "omni_errors.vllm_omni",
-        "omni_errors.vllm_omni.api",
-        "omni_errors.vllm_omni.diffusion",
-        "omni_errors.vllm_omni.hooks",
-        "omni_errors.chaos.scenarios.vllm_omni_multinode",
+        "omni_errors_vllm_omni",
+        "omni_errors_vllm_omni.api",
+        "omni_errors_vllm_omni.diffusion",
+        "omni_errors_vllm_omni.hooks",
+        "omni_errors_tools.chaos.scenarios.vllm_omni_multinode",
     ),
 }
 

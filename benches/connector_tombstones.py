@@ -155,8 +155,8 @@ def _side(side: str) -> Iterator[None]:
     them on import), restored on leaving. Every side enters through the same change to the patched
     classes (applied, and for an "off" side restored at once): Python's lookups re-warm after it, so
     a side that skipped it would look faster than one that did."""
-    from omni_errors.vllm_omni.manifest import targets_by_module
-    from omni_errors.vllm_omni.patching import apply, unapply
+    from omni_errors_vllm_omni.manifest import targets_by_module
+    from omni_errors_vllm_omni.patching import apply, unapply
 
     for name, targets in targets_by_module().items():
         if name.startswith("vllm_omni.distributed.omni_connectors."):
@@ -187,7 +187,7 @@ def _check_ns(data: bytes, repeat: int = 20, number: int = 10_000) -> float:
     """Nanoseconds the plugin adds to one read of `data`: its `OmniSerde.deserialize` around a no-op
     instead of vLLM-Omni's decoder, less the no-op alone (best of `repeat` timings)."""
     import vllm_omni.distributed.omni_connectors.utils.serialization as serialization
-    from omni_errors.vllm_omni.connectors import make_deserialize
+    from omni_errors_vllm_omni.connectors import make_deserialize
 
     def decode(self: Any, data: Any, /) -> None:
         return None
@@ -259,7 +259,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector  # noqa: F401
     import vllm_omni.distributed.omni_connectors.model_runner.omni_connector_payload_transport as transport
-    from omni_errors.vllm_omni.patching import is_patched
+    from omni_errors_vllm_omni.patching import is_patched
 
     give_up = transport._OmniConnectorPayloadTransportMixin._requeue_or_drop_failed_send
     if is_patched(give_up):
@@ -268,7 +268,7 @@ def main() -> None:
     results: dict[str, Any] = {"shm_get": _get_cost(args.get_rounds, args.get_per_round)}
     for side in ("baseline (plugin off)", "plugin on"):
         if side == "plugin on":
-            from omni_errors.vllm_omni import register
+            from omni_errors_vllm_omni import register
 
             register()
         results[side] = {mode: _summary([_trial(mode) for _ in range(args.repeat)]) for mode in ("sync", "poller")}

@@ -2,7 +2,7 @@
 
 Each kind of process is reproduced in a fresh interpreter that first imports what that process has
 imported when vLLM loads its plugins and lists the plugin entry points (as vLLM does before it
-loads any), then loads the plugin as vLLM does (`import omni_errors.vllm_omni`) and runs
+loads any), then loads the plugin as vLLM does (`import omni_errors_vllm_omni`) and runs
 `register()`, which verifies every manifest target against the installed sources; the patches of
 every module already loaded apply right there, the others would apply later on import. The
 baseline is that process's own import, measured in the same interpreter (wall time, resident
@@ -10,11 +10,12 @@ memory); the plugin's cost is the delta its import and `register()` add together
 VmRSS), once with the verification cache warm (every start but the first) and once empty (the
 first start after an install or an upgrade).
 
-`--plugin-path DIR` measures another checkout's plugin (its `python/` directory, e.g. the main
-branch's) the same way, for a side-by-side run. omni-errors' own modules are byte-compiled first,
-as a wheel install does (this environment sets PYTHONDONTWRITEBYTECODE).
+`--plugin-path DIR` measures another checkout's plugin (its root; its `python/` directory before
+the plugin had a distribution of its own) the same way, for a side-by-side run. omni-errors' own
+modules are byte-compiled first, as a wheel install does (this environment sets
+PYTHONDONTWRITEBYTECODE).
 
-    .venv-omni/bin/python benches/plugin_startup.py [--repeat 5] [--plugin-path ../main/python]
+    .venv-omni/bin/python benches/plugin_startup.py [--repeat 5] [--plugin-path ../main]
 
 Run it in the vLLM-Omni environment (`make build-omni`); `make bench-omni` does.
 """
@@ -56,7 +57,7 @@ base_s = time.perf_counter() - t0
 import importlib.metadata
 importlib.metadata.entry_points(group="vllm.general_plugins")  # vLLM lists them before loading any
 before, t0 = rss(), time.perf_counter()
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 plugin.register()
 elapsed = time.perf_counter() - t0
 status = plugin.status()
@@ -80,19 +81,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per process kind (the median is shown)")
     parser.add_argument("--json", action="store_true", help="print the medians as JSON")
-    parser.add_argument("--plugin-path", type=Path, help="measure the plugin of this python/ directory instead")
+    parser.add_argument(
+        "--plugin-path", type=Path, help="measure the plugin of this checkout instead (its root, or its python/ folder)"
+    )
     args = parser.parse_args()
     import omni_errors
+    import omni_errors_vllm_omni
 
-    source = args.plugin_path or Path(omni_errors.__file__).parents[1]
-    compileall.compile_dir(str(source / "omni_errors"), quiet=1)
+    # The core and the plugin's own package: the checkout's python/ and packages/vllm-omni/src, where they exist.
+    if args.plugin_path is not None:
+        root = args.plugin_path.parent if args.plugin_path.name == "python" else args.plugin_path
+        paths = [p for p in (root / "python", root / "packages" / "vllm-omni" / "src") if p.is_dir()]
+    else:
+        paths = [Path(omni_errors.__file__).parents[1], Path(omni_errors_vllm_omni.__file__).parents[1]]
+    for path in paths:
+        compileall.compile_dir(str(path), quiet=1)
+    source = paths[0]
     env = {
         **os.environ,
         "VLLM_TARGET_DEVICE": os.environ.get("VLLM_TARGET_DEVICE", "cpu"),
         "OMNI_ERRORS_VLLM_OMNI": "1",
     }
     if args.plugin_path is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(args.plugin_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     rows: dict[str, dict[str, float | str]] = {}
     print(f"plugin from {source}")
     print(

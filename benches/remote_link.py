@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import omni_errors
-from omni_errors.lifecycle import LifecycleConfig, StageOutput, StageRequestError, StageSpec, Supervisor
-from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.remote.config import LinkConfig, StageConnectConfig
-from omni_errors.lifecycle.remote.messages import Hello
-from omni_errors.lifecycle.remote.stage_side import ZmqWorkerLink
-from omni_errors.lifecycle.worker import WorkerConfig, serve_stage
 from omni_errors.security import keys
+from omni_errors_tools.lifecycle import LifecycleConfig, StageOutput, StageRequestError, StageSpec, Supervisor
+from omni_errors_tools.lifecycle.engine import RemoteStageSpec
+from omni_errors_tools.lifecycle.remote.config import LinkConfig, StageConnectConfig
+from omni_errors_tools.lifecycle.remote.messages import Hello
+from omni_errors_tools.lifecycle.remote.stage_side import ZmqWorkerLink
+from omni_errors_tools.lifecycle.worker import WorkerConfig, serve_stage
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
@@ -171,7 +171,7 @@ class _Count:
 
 
 async def role_sink(cfg: dict[str, Any]) -> None:
-    from omni_errors.lifecycle.remote.supervisor_side import LinkServer
+    from omni_errors_tools.lifecycle.remote.supervisor_side import LinkServer
 
     server = LinkServer(_link(cfg), LifecycleConfig())
     server.start()
@@ -354,7 +354,7 @@ def throughput(hosts: Hosts, base: dict[str, Any], batch: int, frames: int, *, l
 
 def pipe_throughput(batch: int, frames: int) -> float:
     """Baseline: the local link, one process writing PipeWorkerLink messages, this one decoding."""
-    from omni_errors.lifecycle.channels import FrameReader, Kind
+    from omni_errors_tools.lifecycle.channels import FrameReader, Kind
 
     ctx = mp.get_context("spawn")
     r, w = ctx.Pipe(duplex=False)
@@ -384,7 +384,7 @@ def pipe_throughput(batch: int, frames: int) -> float:
 
 
 def _pipe_writer(w: Any, batch: int, frames: int) -> None:
-    from omni_errors.lifecycle.local import PipeWorkerLink
+    from omni_errors_tools.lifecycle.local import PipeWorkerLink
 
     class _NoBoard:
         def close(self) -> None: ...

@@ -31,7 +31,7 @@ STARTUP_TIMEOUT_S = 240.0
 def start(log: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     with socket.create_server(("127.0.0.1", 0)) as listener, open(log, "wb") as f:
         port = int(listener.getsockname()[1])
-        args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--fd", str(listener.fileno()), *extra]
+        args = [sys.executable, "-m", "omni_errors_tools.pipeline", "serve", "--fd", str(listener.fileno()), *extra]
         proc = subprocess.Popen(
             args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(listener.fileno(),)
         )

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from ast_parse_baseline import parse_all, python_files
-from omni_errors.audit import audit
+from omni_errors_audit import audit
 
 TREE = Path(__file__).resolve().parents[1] / ".cache" / "vllm-omni-0.30.0" / "vllm_omni"
 GROUP = "audit vllm-omni 0.30.0 (1,609 files)"
@@ -38,7 +38,7 @@ def _note(benchmark: Any, **extra: object) -> None:
 
 
 def _cli(*args: str) -> None:
-    command = [sys.executable, "-m", "omni_errors.cli", "audit", *args, "--exit-zero", "--no-progress"]
+    command = [sys.executable, "-m", "omni_errors_cli", "audit", *args, "--exit-zero", "--no-progress"]
     subprocess.run(command, stdout=subprocess.DEVNULL, check=True, timeout=300)
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 import pytest
-from omni_errors.lifecycle import LifecycleConfig
-from omni_errors.pipeline.app import build_app
-from omni_errors.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
-from omni_errors.pipeline.schemas import Limits
-from omni_errors.pipeline.service import PipelineConfig, Service
 from omni_errors.server import BodyLimit
+from omni_errors_tools.lifecycle import LifecycleConfig
+from omni_errors_tools.pipeline.app import build_app
+from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES
+from omni_errors_tools.pipeline.schemas import Limits
+from omni_errors_tools.pipeline.service import PipelineConfig, Service
 
 BIG = 50_000_000
 HEADERS = {"content-type": "application/json"}

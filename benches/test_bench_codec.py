@@ -1,4 +1,4 @@
-"""pytest-benchmark view of the codec workloads in `omni_errors.bench`: one group per operation
+"""pytest-benchmark view of the codec workloads in `omni_errors_tools.bench`: one group per operation
 (the sample record, then realistic records), each with its baselines side by side in the same run."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from omni_errors import bench
+from omni_errors_tools import bench
 
 CASES = bench.cases()
 PARAMS = [

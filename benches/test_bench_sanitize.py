@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from omni_errors import sanitize
-from omni_errors.bench import sanitizer
+from omni_errors_tools.bench import sanitizer
 
 
 def _vllm_sanitize() -> Callable[[str], str]:

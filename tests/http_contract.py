@@ -10,7 +10,7 @@
   module runs it; the CLI loads it with `SCHEMATHESIS_HOOKS=http_contract` (tests/ on `PYTHONPATH`).
 
 It checks the output, not the sanitizer: the patterns are what a client must never read, written
-independently of the rules that remove them (`omni_errors.chaos.harness.LEAKS`, plus the
+independently of the rules that remove them (`omni_errors_tools.chaos.harness.LEAKS`, plus the
 addresses and attribute names a fuzzer reached in vLLM-Omni's 500s).
 """
 
@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 import schemathesis
-from omni_errors.chaos.harness import LEAKS
+from omni_errors_tools.chaos.harness import LEAKS
 
 __all__ = ["INTERNALS", "error_body_is_the_record", "error_body_problems"]
 

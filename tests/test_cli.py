@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _cli(*args: str, pass_fds: tuple[int, ...] = ()) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "omni_errors.cli", *args],
+        [sys.executable, "-m", "omni_errors_cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -94,8 +94,8 @@ def test_stage_reports_a_missing_or_open_key(tmp_path: Path) -> None:
 
 def test_a_remote_stage_host_never_imports_vllm() -> None:
     probe = (
-        "import sys, omni_errors.cli, omni_errors.lifecycle.remote.stage_side, omni_errors.pipeline.stages;"
-        "omni_errors.cli.build_parser();"
+        "import sys, omni_errors_cli, omni_errors_tools.lifecycle.remote.stage_side, omni_errors_tools.pipeline.stages;"
+        "omni_errors_cli.build_parser();"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'fastapi', 'uvicorn')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
@@ -105,9 +105,9 @@ def test_a_remote_stage_host_never_imports_vllm() -> None:
 def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
     (tmp_path / "stage.py").write_text("raise ValueError('boom')\n", encoding="utf-8")
     script = (
-        "import sys; from omni_errors.cli import main; "
+        "import sys; from omni_errors_cli import main; "
         f"code = main(['audit', {str(tmp_path)!r}, '--no-cache', '--exit-zero', '--no-progress']); "
-        "print(sorted(m for m in sys.modules if m.startswith(('omni_errors.pipeline', 'omni_errors.chaos')))); "
+        "print(sorted(m for m in sys.modules if m.startswith(('omni_errors_tools', 'omni_errors_vllm_omni')))); "
         "sys.exit(code)"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
@@ -115,8 +115,9 @@ def test_a_layer_command_imports_only_its_own_layer(tmp_path: Path) -> None:
     assert out.stdout.splitlines()[-1] == "[]"
 
 
-def test_every_command_says_which_extra_it_needs() -> None:
-    from omni_errors.cli import EXTRAS, LAYER_COMMANDS
+def test_every_installed_command_is_one_the_cli_knows_the_distribution_of() -> None:
+    from omni_errors_cli import PROVIDERS, installed_commands
 
-    # A command without an entry would turn a missing dependency into a KeyError.
-    assert set(EXTRAS) == {"bench", "catalog", "keys", *LAYER_COMMANDS}
+    # Here every distribution is installed: each command it registers is in PROVIDERS, so that where
+    # one is missing the CLI names the distribution to install (tests/install runs that case).
+    assert installed_commands().keys() == PROVIDERS.keys()

@@ -1,4 +1,4 @@
-"""The plugin's post-import hooks (omni_errors.vllm_omni.hooks) on real modules imported from disk.
+"""The plugin's post-import hooks (omni_errors_vllm_omni.hooks) on real modules imported from disk.
 
 The finder is on `sys.meta_path` only while a hook waits: once the last waiting module is imported,
 or the last hook is cancelled, imports no longer pass through it.
@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from omni_errors.vllm_omni import hooks
+from omni_errors_vllm_omni import hooks
 
 
 @pytest.fixture
@@ -70,3 +70,13 @@ def test_a_module_already_imported_is_hooked_at_once(modules: Path) -> None:
     seen: list[str] = []
     hooks.when_imported("hooked_first", lambda module: seen.append(module.__name__))
     assert seen == ["hooked_first"] and sys.meta_path == before
+
+
+def test_a_hooked_module_keeps_its_loaders_whole_api(modules: Path) -> None:
+    hooks.when_imported("hooked_first", lambda module: None)
+    import hooked_first
+
+    loader = hooked_first.__loader__
+    assert loader.get_source("hooked_first") == "VALUE = 1\n"  # what tracebacks and inspect read
+    assert loader.get_filename("hooked_first") == str(modules / "hooked_first.py")
+    assert loader.is_package("hooked_first") is False

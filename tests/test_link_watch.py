@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import zmq
 from omni_errors import link_watch
-from omni_errors.chaos.watch import free_port
 from omni_errors.fatal import process as fatal
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.link_watch import LinkWatch, RemoteReplica, head_links
+from omni_errors_tools.chaos.watch import free_port
 
 # The watch reports a killed peer in milliseconds and a silent one within IVL + TIMEOUT (1.6 s); these
 # bounds only keep a broken watch from hanging the suite (the figures: benches/multinode_liveness.py).

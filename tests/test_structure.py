@@ -1,9 +1,11 @@
-"""The package's shape: no import cycle, no private name used across modules, one size budget.
+"""The packages' shape: which distribution may import which, no import cycle, no private name used
+across modules, one size budget.
 
-Static (AST) checks of python/omni_errors and rust/src: cheap, and they need none of the heavy
-dependencies. The cycle check counts every import: module level, inside functions (late imports
-still tie two modules together) and under `if TYPE_CHECKING:` (a type back-reference is a
-dependency all the same); a circle is accepted only from `ALLOWED_CYCLES`, with its reason.
+Static (AST) checks of every distribution's package (python/omni_errors, packages/*/src/*) and
+rust/src: cheap, and they need none of the heavy dependencies. The Rust half checks sizes only.
+The cycle check counts every import: module level, inside functions (late imports still tie two
+modules together) and under `if TYPE_CHECKING:` (a type back-reference is a dependency all the
+same); a circle is accepted only from `ALLOWED_CYCLES`, with its reason.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "python" / "omni_errors"
+#: Each distribution's package: the core, and those of packages/ (the CLI, the audit, the tools, the plugin).
+PACKAGES = [ROOT / "python" / "omni_errors", *sorted(ROOT.glob("packages/*/src/*"))]
 RUST = ROOT / "rust" / "src"
 TESTS = Path(__file__).resolve().parent
 #: One budget for both languages: lines per Python module or Rust source file (a Rust file's inline
@@ -26,19 +29,17 @@ MAX_LINES = 400
 OVER_BUDGET = {
     "rust/src/sanitize/lexicon.rs": "word tables (data): splitting would split one table",
     "rust/src/sanitize/tokens.rs": "a table of 41 token formats and letter pairs (data) with the one scanner over it",
-    "python/omni_errors/vllm_omni/manifest.py": "the plugin's patch targets (data, one entry per replaced attribute, "
-    "in the order they apply): the docs table, doctor and the drift suite read it whole",
 }
 #: Import circles accepted, as the set of modules in the circle -> why. None today.
 ALLOWED_CYCLES: dict[frozenset[str], str] = {}
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def _module_name(package: Path, path: Path) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {_module_name(package, p): p for package in PACKAGES for p in sorted(package.rglob("*.py"))}
 
 
 def _resolve(module: str, level: int, current: str, is_package: bool) -> str:
@@ -87,9 +88,71 @@ def test_no_import_cycle() -> None:
             visit(node)
 
 
+#: What each distribution's package may import of the others: the core nothing above it (vLLM-Omni
+#: imports it: no plugin, no tool comes with it); the audit nothing at all (the standard library only).
+MAY_IMPORT = {
+    "omni_errors": set(),
+    "omni_errors_audit": set(),
+    "omni_errors_cli": {"omni_errors"},
+    "omni_errors_tools": {"omni_errors"},
+    "omni_errors_vllm_omni": {"omni_errors"},
+}
+
+
+def test_each_distribution_imports_only_what_it_depends_on() -> None:
+    assert {p.name for p in PACKAGES} == set(MAY_IMPORT)
+    crossing = [
+        f"{name} imports {imported}"
+        for name, path in MODULES.items()
+        for imported in sorted(_imports(name, path))
+        if (own := name.split(".")[0]) != (other := imported.split(".")[0]) and other not in MAY_IMPORT[own]
+    ]
+    # Nor a private module of another (the extension, `omni_errors._native`, is the core's own).
+    crossing += [
+        f"{name} imports {node.module}"
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.split(".")[0] in MAY_IMPORT.keys() - {name.split(".")[0]}
+        and any(part.startswith("_") for part in node.module.split(".")[1:])
+    ]
+    assert crossing == []
+
+
+def _foreign_private_reads(path: Path) -> list[str]:
+    """Private attributes `path` reads or writes on objects other than its own (`self`, `cls`,
+    `super()`): `x._name`, or `getattr(x, "_name")` and its kin with a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            own = isinstance(owner, ast.Name) and owner.id in ("self", "cls")
+            if not own and not (isinstance(owner, ast.Call) and ast.unparse(owner.func) == "super"):
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("getattr", "setattr", "hasattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(name := node.args[1], ast.Constant)
+            and str(name.value).startswith("_")
+            and not str(name.value).startswith("__")
+        ):
+            found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_no_core_module_reads_anothers_private_attribute() -> None:
+    """vLLM-Omni hands the core its state as values or callables (`omni_errors.contract`): the core
+    reads no private field of `AsyncOmni`, nor of anything it does not own."""
+    core = [path for name, path in MODULES.items() if name.split(".")[0] == "omni_errors"]
+    assert len(core) > 40  # the check sees the core
+    assert [use for path in core for use in _foreign_private_reads(path)] == []
+
+
 #: Packages that are siblings above the core: neither imports the other (what both need, the fatal
 #: policy and the ZMQ security among it, is in the core below them).
-SIBLINGS = ("omni_errors.lifecycle", "omni_errors.vllm_omni")
+SIBLINGS = ("omni_errors_tools.lifecycle", "omni_errors_vllm_omni")
 
 
 def _in(module: str, package: str) -> bool:
@@ -182,7 +245,7 @@ def _budgeted_lines(path: Path) -> int:
 
 
 def test_one_size_budget_for_python_and_rust() -> None:
-    files = [*PACKAGE.rglob("*.py"), *RUST.rglob("*.rs")]
+    files = [*MODULES.values(), *RUST.rglob("*.rs")]
     over = {str(p.relative_to(ROOT)): n for p in files if (n := _budgeted_lines(p)) > MAX_LINES}
     assert set(over) <= set(OVER_BUDGET), {k: v for k, v in over.items() if k not in OVER_BUDGET}
     stale = set(OVER_BUDGET) - set(over)
@@ -200,11 +263,11 @@ def test_every_light_module_imports_alone() -> None:
         "omni_errors.semantics.reporting",
         "omni_errors.embed",
         "omni_errors.semantics.legacy",
-        "omni_errors.cli",
-        "omni_errors.lifecycle",
-        "omni_errors.chaos.command",
-        "omni_errors.chaos.harness",
-        "omni_errors.pipeline.faults",
+        "omni_errors_cli",
+        "omni_errors_tools.lifecycle",
+        "omni_errors_tools.chaos.command",
+        "omni_errors_tools.chaos.harness",
+        "omni_errors_tools.pipeline.faults",
     ]
     probe = (
         "import importlib, json, sys\n"

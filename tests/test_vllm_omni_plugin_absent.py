@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(_installed(), reason="vLLM-Omni is installed her
 _PROBE = r"""
 import json, sys
 before = list(sys.meta_path)
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 plugin.register()
 print(json.dumps({"status": plugin.status().decision.value, "hooked": sys.meta_path != before,
                   "heavy": sorted(m for m in ("vllm", "torch", "vllm_omni") if m in sys.modules)}))
@@ -37,7 +37,7 @@ def test_register_without_vllm_omni_patches_nothing_and_imports_nothing_heavy() 
 
 def test_doctor_says_absent_and_exits_5() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "omni_errors_cli", "doctor", "--json"], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 5
     report = json.loads(done.stdout)

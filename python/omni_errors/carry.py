@@ -44,7 +44,7 @@ from omni_errors._native import OmniErrorDetails, decode, encode, peek
 from omni_errors.errors import DecodeError
 from omni_errors.fatal import process
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.fatal.policy import fatal_cause
+from omni_errors.fatal.policy import classify_failure, fatal_cause
 from omni_errors.semantics.core_table import fatal_record, stage_failure_record
 from omni_errors.semantics.ids import with_ids
 from omni_errors.semantics.legacy import from_legacy, is_request_error, to_legacy
@@ -68,7 +68,7 @@ __all__ = [
     "tombstone_from",
 ]
 
-_log = logging.getLogger("omni_errors.carry")
+_log = logging.getLogger(__name__)
 
 RECORD_ATTR = "omni_error"
 FRAME_KEY = "omni_error"
@@ -87,10 +87,9 @@ class Carried:
 
 
 def stage_failure(exc: BaseException, *, request_id: str | None = None, stage_id: int | None = None) -> Carried:
-    """The record of `exc` raised on the stage side: no raw fallbacks, fatal by type along its chain."""
-    from omni_errors.semantics.classification import classify
-
-    details = classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
+    """The record of `exc` raised on the stage side (the one rule: `classify_failure`), fatal by type
+    along its chain."""
+    details = classify_failure(exc, request_id=request_id, stage_id=stage_id)
     cause = fatal_cause(exc)
     if cause is None and not details.fatal:
         return Carried(details)

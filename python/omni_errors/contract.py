@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time; `as` marks the 
     from omni_errors.semantics.reporting import report as report
     from omni_errors.server.admission import (
         AdmissionGate as AdmissionGate,
+        AdmissionState as AdmissionState,
         all_or_nothing as all_or_nothing,
         health_state as health_state,
     )
@@ -100,6 +101,7 @@ _LAZY = {
     # the API server's boundary
     "error_response": "omni_errors.render",
     "AdmissionGate": "omni_errors.server.admission",
+    "AdmissionState": "omni_errors.server.admission",
     "all_or_nothing": "omni_errors.server.admission",
     "health_state": "omni_errors.server.admission",
     "stop_on_fatal": "omni_errors.server.fatal_stop",

@@ -27,7 +27,7 @@ __all__ = [
     "markdown_table",
 ]
 
-_log = logging.getLogger("omni_errors")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -3,26 +3,15 @@
 
 use std::hint::black_box;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use _native::codec::{decode, encode_into, encoded_len, peek, Frames};
-use _native::record::{Category, Details};
 use _native::sanitize::RULE_SET;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-fn record() -> Details {
-    Details {
-        message: "max_tokens must be <= 4096, got 10000".into(),
-        category: Category::Client,
-        status_code: 400,
-        error_type: "BadRequestError".into(),
-        parameter: Some("max_tokens".into()),
-        request_id: Some("chatcmpl-7f3a9c".into()),
-        stage_id: Some(0),
-        fatal: false,
-    }
-}
-
 fn bench(c: &mut Criterion) {
-    let d = record();
+    let d = common::record();
     let r = d.as_ref();
     let mut frame = vec![0; encoded_len(&r)];
     let _ = encode_into(&r, RULE_SET, &mut frame);

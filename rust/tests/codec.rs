@@ -9,18 +9,7 @@ use _native::record::{Category, Details, MAX_ERROR_TYPE_LEN, MAX_MESSAGE_LEN, MA
 use _native::sanitize::RULE_SET;
 use proptest::prelude::*;
 
-fn record() -> Details {
-    Details {
-        message: "max_tokens must be <= 4096, got 10000".into(),
-        category: Category::Client,
-        status_code: 400,
-        error_type: "BadRequestError".into(),
-        parameter: Some("max_tokens".into()),
-        request_id: Some("chatcmpl-1".into()),
-        stage_id: None,
-        fatal: false,
-    }
-}
+mod common;
 
 fn frame(d: &Details) -> Vec<u8> {
     let mut out = vec![0; encoded_len(&d.as_ref())];
@@ -37,7 +26,7 @@ fn reseal(mut f: Vec<u8>) -> Vec<u8> {
 }
 
 fn edit(at: usize, bytes: &[u8]) -> Vec<u8> {
-    let mut f = frame(&record());
+    let mut f = frame(&common::record());
     f[at..at + bytes.len()].copy_from_slice(bytes);
     reseal(f)
 }
@@ -72,13 +61,13 @@ rejects! {
     message_over_limit: edit(16, &4097u16.to_le_bytes()) => "message" at 16,
         "field `message` length 4097 exceeds limit 4096 (UTF-8 bytes) at byte 16";
     bad_utf8: edit(20, &[0xFF]) => "message" at 20, "field `message` is not valid UTF-8 at byte 20";
-    trailing: { let mut f = frame(&record()); f.push(0); f } => "frame_len" at 100,
+    trailing: { let mut f = frame(&common::record()); f.push(0); f } => "frame_len" at 100,
         "field `frame_len` 100 leaves trailing bytes: buffer has 101 (at byte 100); use decode_many for back-to-back frames";
 }
 
 #[test]
 fn checksum_catches_any_single_flip() {
-    let f = frame(&record());
+    let f = frame(&common::record());
     for i in 16..f.len() {
         let mut g = f.clone();
         g[i] ^= 0x01;
@@ -92,7 +81,7 @@ fn checksum_catches_any_single_flip() {
 
 #[test]
 fn unknown_extensions_are_skipped() {
-    let mut f = frame(&record());
+    let mut f = frame(&common::record());
     let crc_at = f.len() - 4;
     f.truncate(crc_at);
     f.extend_from_slice(&0x7A01u16.to_le_bytes());
@@ -102,12 +91,15 @@ fn unknown_extensions_are_skipped() {
     let len = f.len() as u32;
     f[4..8].copy_from_slice(&len.to_le_bytes());
     let f = reseal(f);
-    assert_eq!(decode(&f).expect("skips extension").details.to_owned(), record());
+    assert_eq!(
+        decode(&f).expect("skips extension").details.to_owned(),
+        common::record()
+    );
 }
 
 #[test]
 fn frames_iterates_and_stops_at_the_first_error() {
-    let one = frame(&record());
+    let one = frame(&common::record());
     let mut buf = one.repeat(3);
     assert_eq!(Frames::new(&buf).flatten().count(), 3);
     buf.extend_from_slice(b"junk");
@@ -118,7 +110,7 @@ fn frames_iterates_and_stops_at_the_first_error() {
 
 #[test]
 fn peek_matches_decode() {
-    let f = frame(&record());
+    let f = frame(&common::record());
     let p = peek(&f).expect("valid");
     let Decoded {
         details: d,

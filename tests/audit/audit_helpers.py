@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from omni_errors.audit import AuditReport
+from omni_errors_audit import AuditReport
 
 WriteTree = Callable[[dict[str, str]], Path]
 AuditSnippets = Callable[..., AuditReport]

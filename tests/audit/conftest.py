@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from audit_helpers import AuditSnippets, WriteTree
-from omni_errors.audit import AuditReport, audit
+from omni_errors_audit import AuditReport, audit
 from vllm_omni_wheel import vllm_omni_tree
 
 

@@ -107,7 +107,7 @@ def render_classes(sites: list[tuple[str, str, str]], rows: list[dict[str, str]]
 
 def main() -> int:
     sys.path.insert(0, str(HERE))
-    from omni_errors.audit import audit
+    from omni_errors_audit import audit
     from vllm_omni_wheel import vllm_omni_tree
 
     report = audit([vllm_omni_tree()], use_cache=False, progress=False)

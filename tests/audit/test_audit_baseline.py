@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from audit_helpers import WriteTree
-from omni_errors.audit import AuditInputError, audit, baseline
-from omni_errors.audit.cli import exit_code
+from omni_errors_audit import AuditInputError, audit, baseline
+from omni_errors_audit.cli import exit_code
 
 ORIGINAL = """\
 def f(x):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from audit_helpers import WriteTree
-from omni_errors.audit import audit
-from omni_errors.audit.cache import ResultCache
+from omni_errors_audit import audit
+from omni_errors_audit.cache import ResultCache
 
 FILES = {
     f"mod{i}.py": f"def f{i}(x):\n    if x:\n        raise ValueError({i})\n    return x.get()\n" for i in range(40)

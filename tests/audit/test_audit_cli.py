@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from audit_helpers import WriteTree
-from omni_errors.audit.rules import markdown_table
+from omni_errors_audit.rules import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 MANY = {f"m{i}.py": f"def f(x):\n    if x:\n        raise ValueError('bad {i}')\n" for i in range(30)}
@@ -21,7 +21,7 @@ MANY = {f"m{i}.py": f"def f(x):\n    if x:\n        raise ValueError('bad {i}')\
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "omni_errors.cli", "audit", *args],
+        [sys.executable, "-m", "omni_errors_cli", "audit", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -40,7 +40,7 @@ def test_help_has_examples_and_exit_codes() -> None:
     assert (
         "audit"
         in subprocess.run(
-            [sys.executable, "-m", "omni_errors.cli", "--help"], capture_output=True, text=True, timeout=120, check=True
+            [sys.executable, "-m", "omni_errors_cli", "--help"], capture_output=True, text=True, timeout=120, check=True
         ).stdout
     )
 
@@ -66,13 +66,14 @@ def test_bad_input_is_a_clear_usage_error(args: list[str], message: str) -> None
 
 
 def test_an_installed_package_is_audited_in_full(tmp_path: Path) -> None:
-    out = _cli("--package", "omni_errors", "--json", "--exit-zero", "--cache-dir", str(tmp_path))
+    out = _cli("--package", "omni_errors_audit", "--json", "--exit-zero", "--cache-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    installed = {str(p) for p in (ROOT / "python" / "omni_errors").rglob("*.py") if "__pycache__" not in p.parts}
+    package = ROOT / "packages" / "audit" / "src" / "omni_errors_audit"
+    installed = {str(p) for p in package.rglob("*.py") if "__pycache__" not in p.parts}
     assert doc["files"]["total"] == len(installed)
     assert doc["files"]["unparsable"] == 0
-    assert "audit" in doc["by_area"]
+    assert "(top)" in doc["by_area"]  # its modules sit at the top of the package
 
 
 def test_ci_baseline_flow(write_tree: WriteTree, tmp_path: Path) -> None:
@@ -117,7 +118,7 @@ def _run_on_a_tty(args: list[str], timeout: float = 120.0) -> tuple[int, str]:
     """Run the CLI with stderr on a pseudo-terminal (stdout piped); return (exit code, what the tty got)."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "omni_errors.cli", "audit", *args], stdout=subprocess.PIPE, stderr=follower
+        [sys.executable, "-m", "omni_errors_cli", "audit", *args], stdout=subprocess.PIPE, stderr=follower
     )
     os.close(follower)
     chunks: list[bytes] = []
@@ -197,12 +198,15 @@ def test_github_annotations(write_tree: WriteTree) -> None:
 def test_the_pre_commit_hook_runs_the_gate_with_a_baseline(write_tree: WriteTree, tmp_path: Path) -> None:
     import shlex
 
+    import tomllib
     import yaml
 
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert hook["id"] == "omni-errors-audit" and hook["pass_filenames"] is False and hook["language"] == "python"
-    program, command, *options = shlex.split(hook["entry"])
-    assert (program, command) == ("omni-errors", "audit")
+    program, *options = shlex.split(hook["entry"])
+    assert program == "omni-errors-audit" and hook["additional_dependencies"] == ["./packages/audit"]
+    project = tomllib.loads((ROOT / "packages" / "audit" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["scripts"][program] == "omni_errors_audit.__main__:main" and project["dependencies"] == []
     package = write_tree(MANY)
     allow = tmp_path / "allow.json"
     assert _cli(str(package), "--baseline", str(allow), "--write-baseline", "--no-cache").returncode == 0

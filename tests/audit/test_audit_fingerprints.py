@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from omni_errors.audit import audit, baseline
+from omni_errors_audit import audit, baseline
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "docs" / "audit" / "vllm-omni-0.30.baseline.json"

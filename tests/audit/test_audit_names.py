@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from omni_errors.audit import names
+from omni_errors_audit import names
 
 
 def test_vllm_family_table_lists_every_vllm_error_class_of_its_modules() -> None:

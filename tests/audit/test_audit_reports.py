@@ -6,8 +6,8 @@ import json
 
 import jsonschema
 from audit_helpers import AuditSnippets
-from omni_errors.audit import json_report, sarif, table
-from omni_errors.audit.rules import RULES
+from omni_errors_audit import json_report, sarif, table
+from omni_errors_audit.rules import RULES
 from sarif_schema import SARIF_2_1_0
 
 FILES = {

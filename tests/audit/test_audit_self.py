@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omni_errors.audit.runner import audit
+from omni_errors_audit.runner import audit
 
-PACKAGE = Path(__file__).resolve().parents[2] / "python" / "omni_errors"
+ROOT = Path(__file__).resolve().parents[2]
+#: Every distribution's package: the core and those of packages/.
+PACKAGES = [ROOT / "python" / "omni_errors", *sorted(ROOT.glob("packages/*/src/*"))]
 
 
 def test_every_wait_of_the_project_has_a_deadline_or_says_what_bounds_it() -> None:
-    report = audit([PACKAGE], jobs=1, use_cache=False, progress=False)
+    report = audit(PACKAGES, jobs=1, use_cache=False, progress=False)
     unbounded = [f"{s.path}:{s.line}" for s in report.sites if s.rule == "OE303" and s.suppressed is None]
     assert unbounded == []
     assert any(s.rule == "OE303" for s in report.sites), "the rule found no wait at all: it is not running"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from audit_helpers import AuditSnippets, messages, rule_lines
-from omni_errors.audit import audit
+from omni_errors_audit import audit
 
 
 def test_a_suppression_with_a_reason_suppresses_its_code_on_its_line(audit_snippets: AuditSnippets) -> None:

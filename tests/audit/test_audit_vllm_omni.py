@@ -16,8 +16,8 @@ from pathlib import Path
 import label_draw as draw
 import label_figures
 import pytest
-from omni_errors.audit import RULES, AuditReport, audit, baseline, scan, table
-from omni_errors.audit.discover import discover
+from omni_errors_audit import RULES, AuditReport, audit, baseline, scan, table
+from omni_errors_audit.discover import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "docs" / "audit" / "vllm-omni-0.30.baseline.json"

@@ -9,7 +9,7 @@ import sys
 import time
 from multiprocessing import shared_memory
 
-from omni_errors.chaos.watch import (
+from omni_errors_tools.chaos.watch import (
     ProcessWatcher,
     alive,
     children,

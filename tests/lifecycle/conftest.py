@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_errors.chaos.watch import SHM_DIR, alive, children, descendants, kill, shm_entries
 from omni_errors.security import keys
+from omni_errors_tools.chaos.watch import SHM_DIR, alive, children, descendants, kill, shm_entries
 
 # Per pytest process: other sessions on the same machine run pipelines with the default prefix.
 SHM_PREFIX = f"omni_lc_t{os.getpid()}_"

@@ -21,8 +21,8 @@ import zmq.auth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from omni_errors.lifecycle.channels import Kind
-from omni_errors.lifecycle.remote.messages import STAGE_BEAT, SUPERVISOR_BEAT, Hello, header, parse_header, unpack
+from omni_errors_tools.lifecycle.channels import Kind
+from omni_errors_tools.lifecycle.remote.messages import STAGE_BEAT, SUPERVISOR_BEAT, Hello, header, parse_header, unpack
 from reference_decoder import encode, encode_extension
 
 UNKNOWN_TAG = 0x7A01  # no minor of this library defines it

@@ -12,8 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
-from omni_errors.lifecycle.remote.config import StageConnectConfig
-from omni_errors.lifecycle.remote.stage_side import run_remote_stage
+from omni_errors_tools.lifecycle.remote.config import StageConnectConfig
+from omni_errors_tools.lifecycle.remote.stage_side import run_remote_stage
 
 # `toy` is tests/lifecycle/toy.py, next to this script (its directory is on sys.path).
 _KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omni_errors.lifecycle import LifecycleConfig, StageRequestError, StageSpec, StageStartupError, Supervisor
-from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.remote.config import LinkConfig
+from omni_errors_tools.lifecycle import LifecycleConfig, StageRequestError, StageSpec, StageStartupError, Supervisor
+from omni_errors_tools.lifecycle.engine import RemoteStageSpec
+from omni_errors_tools.lifecycle.remote.config import LinkConfig
 
 # `toy` is tests/lifecycle/toy.py: this script's directory is on sys.path, and spawned stages inherit it.
 _KINDS = {"ar": "toy:ARStage", "diffusion": "toy:DiffusionStage"}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.pipeline.faults import first_fault_time
+from omni_errors_tools.pipeline.faults import first_fault_time
 
 AR = "ar"
 DIFF = "diffusion"

@@ -41,12 +41,13 @@ def test_request_failure_leaves_other_requests_and_stage_unharmed(scenario: Any)
         "server",
         "GatewayTimeoutError",
     )
-    # raw ValueErrors: vLLM's migration fallback (on by default) makes them client 400s
+    # raw ValueErrors raised in a stage are the server's failures (one rule for a stage-side failure:
+    # no raw fallback; only an explicit client-error type is a 4xx)
     for rid in ("r3", "r17"):
         assert (failed[rid]["status"], failed[rid]["category"], failed[rid]["error_type"]) == (
-            400,
-            "client",
-            "BadRequestError",
+            500,
+            "server",
+            "InternalServerError",
         )
     # every other request went through both stages: 11 streamed tokens + final list + stage 1 result
     assert all(r["outputs"] == 13 for rid, r in results.items() if rid not in failed)

@@ -13,13 +13,13 @@ from typing import Any
 
 import omni_errors
 import pytest
-from omni_errors.lifecycle import StageRequestError, StageSpec, Supervisor
-from omni_errors.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
-from omni_errors.lifecycle.requests import Requests
-from omni_errors.lifecycle.signals import AsyncSignalHandlers, SignalLatch
-from omni_errors.lifecycle.state import State, transition
-from omni_errors.lifecycle.stopping import StopPlan
 from omni_errors.semantics.core_table import DEAD_MESSAGE, fatal_record, timeout_record, unavailable_record
+from omni_errors_tools.lifecycle import StageRequestError, StageSpec, Supervisor
+from omni_errors_tools.lifecycle.channels import SLOT_SIZE, FrameReader, Kind, StatusBoard, pack
+from omni_errors_tools.lifecycle.requests import Requests
+from omni_errors_tools.lifecycle.signals import AsyncSignalHandlers, SignalLatch
+from omni_errors_tools.lifecycle.state import State, transition
+from omni_errors_tools.lifecycle.stopping import StopPlan
 
 
 def test_async_handlers_pass_every_signal_to_one_entry_point() -> None:

@@ -22,15 +22,15 @@ from typing import Any
 import omni_errors
 import pytest
 import zmq
-from omni_errors.chaos.watch import free_port
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.lifecycle import LifecycleConfig, StageRequestError, Supervisor
-from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig, endpoint_host
-from omni_errors.lifecycle.remote.messages import Hello, ProtocolError, SeqCheck, Welcome
-from omni_errors.lifecycle.remote.stage_side import StageJoinError, ZmqWorkerLink
 from omni_errors.security import keys
 from omni_errors.security.curve import as_client
+from omni_errors_tools.chaos.watch import free_port
+from omni_errors_tools.lifecycle import LifecycleConfig, StageRequestError, Supervisor
+from omni_errors_tools.lifecycle.engine import RemoteStageSpec
+from omni_errors_tools.lifecycle.remote.config import LinkConfig, LinkConfigError, StageConnectConfig, endpoint_host
+from omni_errors_tools.lifecycle.remote.messages import Hello, ProtocolError, SeqCheck, Welcome
+from omni_errors_tools.lifecycle.remote.stage_side import StageJoinError, ZmqWorkerLink
 
 FOREIGN_PEER = Path(__file__).with_name("foreign_peer.py")
 
@@ -264,8 +264,8 @@ def test_full_link_queue_answers_503(keydir: Path, port: int) -> None:
         assert curve is not None
         as_client(sock, curve)
         sock.connect(f"tcp://127.0.0.1:{port}")
-        from omni_errors.lifecycle.channels import Kind
-        from omni_errors.lifecycle.remote.messages import header
+        from omni_errors_tools.lifecycle.channels import Kind
+        from omni_errors_tools.lifecycle.remote.messages import header
 
         sock.send_multipart([header(Kind.HELLO, 0), Hello(0, "ar", "silent").encode()])
         sock.recv_multipart()

@@ -253,7 +253,7 @@ def test_slow_lossy_link(net: NetPair, keydir: Path, scenario: Any, remote_stage
     server, stage = _configs(net, keydir, timeout=5.0, stage_timeout=15.0)
     port = int(server["endpoint"].rsplit(":", 1)[1])
     relay = subprocess.Popen(
-        net.exec(net.b, sys.executable, "-m", "omni_errors.chaos.relay", "127.0.0.1:7000", f"{net.addr_a}:{port}",
+        net.exec(net.b, sys.executable, "-m", "omni_errors_tools.chaos.relay", "127.0.0.1:7000", f"{net.addr_a}:{port}",
                  "--delay", "0.04"),
         stdout=subprocess.DEVNULL,
     )  # fmt: skip

@@ -13,14 +13,14 @@ import pytest
 import zmq
 from omni_errors import OmniErrorDetails
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.lifecycle.channels import Kind
-from omni_errors.lifecycle.engine import RemoteStageSpec
-from omni_errors.lifecycle.links import LinkRefusedError, Refusal
-from omni_errors.lifecycle.remote.config import LinkConfig
-from omni_errors.lifecycle.remote.messages import Hello, Welcome, parse_header
-from omni_errors.lifecycle.remote.session import RemoteStageLink, SessionStatus, SessionTransport
-from omni_errors.lifecycle.supervisor_types import LifecycleConfig
 from omni_errors.semantics.core_table import fatal_record
+from omni_errors_tools.lifecycle.channels import Kind
+from omni_errors_tools.lifecycle.engine import RemoteStageSpec
+from omni_errors_tools.lifecycle.links import LinkRefusedError, Refusal
+from omni_errors_tools.lifecycle.remote.config import LinkConfig
+from omni_errors_tools.lifecycle.remote.messages import Hello, Welcome, parse_header
+from omni_errors_tools.lifecycle.remote.session import RemoteStageLink, SessionStatus, SessionTransport
+from omni_errors_tools.lifecycle.supervisor_types import LifecycleConfig
 
 
 @dataclass

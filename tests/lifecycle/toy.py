@@ -3,7 +3,7 @@
 `ARStage` emits one token per step per request (a thinker/talker-like autoregressive stage);
 `DiffusionStage` runs a fixed number of denoising steps on a latent and emits once at the end (a
 code2wav/DiT-like stage). Both run real torch code on the CPU with one thread. Faults are those of
-`omni_errors.pipeline.faults` with its parameter names: `fault=KIND` fires after `fault_after`
+`omni_errors_tools.pipeline.faults` with its parameter names: `fault=KIND` fires after `fault_after`
 engine steps (and writes its time to `fault_marker`); a payload's `"fault": {"kind", "stage",
 "after"}` fires in that request. `flood=N` makes each of `flood_steps` steps after `flood_after`
 also report N failures of requests that do not exist (a stage gone wrong, flooding its link).
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from omni_errors.lifecycle.engine import RequestFailure, StageOutput
-from omni_errors.pipeline.faults import StageFaults
+from omni_errors_tools.lifecycle.engine import RequestFailure, StageOutput
+from omni_errors_tools.pipeline.faults import StageFaults
 
 __all__ = ["ARStage", "DiffusionStage"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from omni_errors.chaos.watch import ProcessWatcher, kill
+from omni_errors_tools.chaos.watch import ProcessWatcher, kill
 
 STARTUP_TIMEOUT = 240.0  # vLLM's import alone takes 15-60 s on two shared cores
 
@@ -36,7 +36,7 @@ def start_server(*extra: str) -> Server:
     # Bound here and handed to serve (--fd): a port chosen first and bound later can be taken meanwhile.
     with socket.create_server(("127.0.0.1", 0)) as listener, open(log, "wb") as f:
         port = int(listener.getsockname()[1])
-        args = [sys.executable, "-m", "omni_errors.pipeline", "serve", "--fd", str(listener.fileno()), *extra]
+        args = [sys.executable, "-m", "omni_errors_tools.pipeline", "serve", "--fd", str(listener.fileno()), *extra]
         proc = subprocess.Popen(
             args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=(listener.fileno(),)
         )

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from omni_errors.chaos.harness import run_scenario
-from omni_errors.chaos.report import table
-from omni_errors.chaos.scenarios import of_target
+from omni_errors_tools.chaos.harness import run_scenario
+from omni_errors_tools.chaos.report import table
+from omni_errors_tools.chaos.scenarios import of_target
 
 PIPELINE = {scenario.name: scenario for scenario in of_target("pipeline")}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omni_errors.pipeline.faults import FaultSpec, StageFaults, first_fault_time, parse_header
+from omni_errors_tools.pipeline.faults import FaultSpec, StageFaults, first_fault_time, parse_header
 
 
 def test_parse_header() -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from omni_errors.lifecycle import LifecycleConfig, StageStartupError
-from omni_errors.pipeline.app import build_app
-from omni_errors.pipeline.schemas import Limits
-from omni_errors.pipeline.service import PipelineConfig, Service
+from omni_errors_tools.lifecycle import LifecycleConfig, StageStartupError
+from omni_errors_tools.pipeline.app import build_app
+from omni_errors_tools.pipeline.schemas import Limits
+from omni_errors_tools.pipeline.service import PipelineConfig, Service
 
 
 def _health_of_a_dead_pipeline() -> tuple[int, dict[str, Any]]:

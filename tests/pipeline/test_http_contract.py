@@ -35,10 +35,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.lifecycle import LifecycleConfig, Supervisor
-from omni_errors.pipeline.app import build_app
-from omni_errors.pipeline.schemas import Limits
-from omni_errors.pipeline.service import PipelineConfig, Service
+from omni_errors_tools.lifecycle import LifecycleConfig, Supervisor
+from omni_errors_tools.pipeline.app import build_app
+from omni_errors_tools.pipeline.schemas import Limits
+from omni_errors_tools.pipeline.service import PipelineConfig, Service
 from prometheus_client import REGISTRY
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 from netns import NetPair, call_in, remove_stale
-from omni_errors.chaos.loadgen import Outcome, sse_call
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.security import keys
+from omni_errors_tools.chaos.loadgen import Outcome, sse_call
 
 STARTUP = 300.0
 PORT, LINK_PORT = 8000, 5570  # inside the server host's namespace, nothing else is listening
@@ -59,7 +59,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
     keys.generate(k, "serve")
     keys.generate(k, "code2wav")
     link = f"tcp://{net.addr_a}:{LINK_PORT}"
-    py = [sys.executable, "-m", "omni_errors.cli"]
+    py = [sys.executable, "-m", "omni_errors_cli"]
     with open(logs / "serve.log", "wb") as out:
         serve = subprocess.Popen(
             net.exec(net.a, *py, "serve", "--port", str(PORT), "--step-interval", "0.02", "--allow-request-faults",

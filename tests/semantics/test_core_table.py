@@ -97,7 +97,7 @@ def test_lifecycle_records_match_the_omni_exceptions() -> None:
 
 
 def test_supervisor_default_error_factory_raises_the_semantic_exception() -> None:
-    from omni_errors.lifecycle.supervisor_types import default_error_factory
+    from omni_errors_tools.lifecycle.supervisor_types import default_error_factory
 
     dead = fatal_record(stage_id=1, request_id="r1")
     exc = default_error_factory(dead)

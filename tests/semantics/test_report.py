@@ -25,7 +25,7 @@ def _boom() -> RuntimeError:
 
 
 def test_a_local_server_error_is_logged_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "omni_errors.report")
+    caplog.set_level(logging.INFO, "omni_errors.semantics.reporting")
     labels = {
         "category": "server",
         "error_type": "InternalServerError",
@@ -43,7 +43,7 @@ def test_a_local_server_error_is_logged_with_its_traceback(caplog: pytest.LogCap
 
 
 def test_a_client_error_is_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "omni_errors.report")
+    caplog.set_level(logging.INFO, "omni_errors.semantics.reporting")
     details = report(VLLMValidationError("bad", parameter="n"), lambda d: d, where="POST /v1/chat/completions")
     assert (details.status_code, details.parameter) == (400, "n")
     [record] = caplog.records
@@ -52,7 +52,7 @@ def test_a_client_error_is_one_info_line(caplog: pytest.LogCaptureFixture) -> No
 
 def test_a_fatal_stage_failure_is_one_line_per_request_and_hooked(caplog: pytest.LogCaptureFixture) -> None:
     """The stage logged the traceback; each request meeting the dead pipeline logs one line, no traceback."""
-    caplog.set_level(logging.INFO, "omni_errors.report")
+    caplog.set_level(logging.INFO, "omni_errors.semantics.reporting")
     fatal: list[OmniErrorDetails] = []
     for i in range(3):
         rebuilt = OmniEngineDeadError(details=fatal_record(stage_id=1, request_id=f"r{i}"))
@@ -65,7 +65,7 @@ def test_a_fatal_stage_failure_is_one_line_per_request_and_hooked(caplog: pytest
 
 
 def test_a_record_is_reported_as_is(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "omni_errors.report")
+    caplog.set_level(logging.INFO, "omni_errors.semantics.reporting")
     d = OmniErrorDetails("stage 2 timed out", "server", 504, "GatewayTimeoutError", stage_id=2)
     assert report(d, lambda x: x, where="job j1", request_id="j1") is d
     assert [r.levelno for r in caplog.records] == [logging.WARNING]

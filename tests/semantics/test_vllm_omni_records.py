@@ -28,6 +28,7 @@ from omni_errors.carry import (
 )
 from omni_errors.fatal import process as fatal_state
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors.fatal.policy import classify_failure
 from omni_errors.semantics.core_table import fatal_record
 from vllm.v1.engine import EngineCoreOutput, FinishReason
 from vllm.v1.engine.exceptions import EngineDeadError
@@ -49,6 +50,15 @@ def test_a_stage_side_value_error_is_a_server_failure() -> None:
         2,
     )
     assert "/home/alice" not in details.message
+
+
+@pytest.mark.parametrize("raw", [ValueError("bad shape"), TypeError("bad type"), OverflowError("too big")])
+def test_a_stage_side_raw_error_gets_one_answer_on_both_paths(raw: Exception) -> None:
+    """The reference lifecycle (`classify_failure`) and vLLM-Omni (`stage_failure`) give one record."""
+    lifecycle = classify_failure(raw, request_id="r1", stage_id=1)
+    vllm_omni = stage_failure(raw, request_id="r1", stage_id=1)
+    assert vllm_omni == Carried(lifecycle)
+    assert (lifecycle.status_code, lifecycle.category, lifecycle.request_id) == (500, "server", "r1")
 
 
 def test_oom_is_fatal_by_type_even_when_a_library_wraps_it() -> None:

@@ -1,10 +1,12 @@
-"""The admission gate over an engine with `AsyncOmni`'s admission fields: a request's wait for a
-paused or sleeping engine ends with a 503 naming the state; every other wait is the condition's own.
-The real `AsyncOmni` behind a real server: tests/vllm_omni/test_http_surface.py."""
+"""The admission gate over an engine with `AsyncOmni`'s admission fields, handing them over as the
+upstream series has `AsyncOmni` do (its state as values, its fields saved and put back): a request's
+wait for a paused or sleeping engine ends with a 503 naming the state; every other wait is the
+condition's own. The real `AsyncOmni` behind a real server: tests/vllm_omni/test_http_surface.py."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,8 +16,9 @@ from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.semantics.exceptions import OmniServerError
 from omni_errors.server.admission import (
     AdmissionGate,
+    AdmissionState,
+    Closed,
     all_or_nothing,
-    closed,
     first_stage,
     health_state,
 )
@@ -25,7 +28,7 @@ class Engine:
     """The admission and sleep fields `AsyncOmni.__init__` sets, and its two kinds of wait."""
 
     def __init__(self) -> None:
-        self._pause_cond = AdmissionGate(self)
+        self._pause_cond = AdmissionGate(self._admission_state)
         self._paused = False
         self._admitting = 0
         self._hold_admission_until_resume = False
@@ -34,15 +37,61 @@ class Engine:
         self._stage_sleeping_tags: dict[int, set[str]] = {}
         self._level2_sleeping = False
 
-    async def admit(self) -> bool:  # `generate`'s wait, as vLLM-Omni writes it
+    async def admit(self) -> bool:  # `generate`'s wait, as the series has vLLM-Omni write it
         async with self._pause_cond:
-            result: bool = await self._pause_cond.wait_for(lambda: not self._paused)
+            result: bool = await self._pause_cond.admit(lambda: not self._paused)
             return result
 
     async def drain(self) -> bool:  # `sleep`'s wait for the requests already admitted
         async with self._pause_cond:
             result: bool = await self._pause_cond.wait_for(lambda: self._admitting == 0)
             return result
+
+    def _admission_state(self) -> AdmissionState:
+        return AdmissionState(
+            paused=self._paused,
+            paused_stages=tuple(self._paused_stage_ids),
+            sleeping=bool(self._sleeping_tags),
+            asleep_stages=tuple(self._stage_sleeping_tags),
+            held_until_resume=self._hold_admission_until_resume,
+            level2=self._level2_sleeping,
+        )
+
+    def _save_admission(self) -> dict[str, Any]:
+        return copy.deepcopy({name: getattr(self, name) for name in FIELDS})
+
+    async def _restore_admission(self, saved: dict[str, Any]) -> None:
+        async with self._pause_cond:
+            self.__dict__.update(saved)
+            self._pause_cond.notify_all()
+
+
+#: The fields a failed sleep or wake-up puts back.
+FIELDS = (
+    "_paused",
+    "_hold_admission_until_resume",
+    "_paused_stage_ids",
+    "_sleeping_tags",
+    "_stage_sleeping_tags",
+    "_level2_sleeping",
+)
+
+
+def closed(engine: Engine) -> Closed | None:
+    return engine._pause_cond.closed()
+
+
+def _all_or_nothing(engine: Engine, verb: Any, stage_ids: Any, transition: Any) -> Any:
+    """`AsyncOmni.sleep` or `.wake_up` as the series writes them, over one stage."""
+    return all_or_nothing(
+        engine._pause_cond,
+        verb,
+        stage_ids,
+        transition,
+        stage_count=1,
+        save=engine._save_admission,
+        restore=engine._restore_admission,
+    )
 
 
 def _refused(engine: Engine) -> OmniServerError:
@@ -138,10 +187,10 @@ def test_closed_names_each_state_its_stage_and_the_way_out() -> None:
 
 def test_health_adds_the_state_only_while_admission_is_closed() -> None:
     engine = Engine()
-    assert health_state(engine) == {}
+    assert health_state(engine._pause_cond) == {}
     engine._paused = True
     engine._sleeping_tags = {"weights"}
-    assert health_state(engine) == {
+    assert health_state(engine._pause_cond) == {
         "status": "sleeping",
         "is_sleeping": True,
         "is_paused": True,
@@ -179,7 +228,7 @@ def _fields(engine: Engine) -> tuple[Any, ...]:
 def test_a_sleep_confirmed_by_every_stage_keeps_its_fields_and_marks_the_gate_while_it_runs() -> None:
     engine, seen = Engine(), []
     acks = [_ack(0)]
-    assert asyncio.run(all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, seen))) is acks
+    assert asyncio.run(_all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, seen))) is acks
     assert seen == ["going to sleep"]
     assert engine._pause_cond.transition is None
     assert _fields(engine) == (True, {0: {"weights", "kv_cache"}}, {"weights", "kv_cache"}, True)
@@ -200,7 +249,7 @@ def test_a_sleep_not_confirmed_puts_every_field_back_and_raises_naming_the_stage
     engine = Engine()
     before = _fields(engine)
     with pytest.raises(Exception) as caught:
-        asyncio.run(all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, [])))
+        asyncio.run(_all_or_nothing(engine, "sleep", [0], _sleep(engine, acks, [])))
     details = classify(caught.value)
     assert (details.status_code, details.message, details.stage_id) == (status, message, 0)
     assert _fields(engine) == before
@@ -215,13 +264,13 @@ def test_a_sleep_that_raises_puts_every_field_back_and_raises_the_same() -> None
         raise ConnectionError("stage gone")
 
     with pytest.raises(ConnectionError):
-        asyncio.run(all_or_nothing(engine, "sleep", [0], failing()))
+        asyncio.run(_all_or_nothing(engine, "sleep", [0], failing()))
     assert (engine._paused, engine._pause_cond.transition) == (False, None)
 
 
 def test_a_sleep_of_no_stage_changes_nothing() -> None:
     engine = Engine()
-    assert asyncio.run(all_or_nothing(engine, "sleep", [], _sleep(engine, [], []))) == []
+    assert asyncio.run(_all_or_nothing(engine, "sleep", [], _sleep(engine, [], []))) == []
     assert _fields(engine) == (False, {}, set(), False)
 
 
@@ -233,7 +282,7 @@ def test_a_wake_up_of_a_level_2_sleep_is_a_501_naming_the_stage() -> None:
         raise NotImplementedError("wake_up() after sleep(level=2) is not yet implemented")
 
     with pytest.raises(Exception) as caught:
-        asyncio.run(all_or_nothing(engine, "wake-up", [2], cannot()))
+        asyncio.run(_all_or_nothing(engine, "wake-up", [2], cannot()))
     details = classify(caught.value)
     assert (details.status_code, details.error_type, details.stage_id) == (501, "NotImplementedError", 2)
     assert "restart the server" in details.message
@@ -245,4 +294,4 @@ def test_a_wake_up_of_stages_already_awake_answers_no_acks() -> None:
     async def skipped() -> list[Any]:
         return []
 
-    assert asyncio.run(all_or_nothing(engine, "wake-up", [0], skipped())) == []
+    assert asyncio.run(_all_or_nothing(engine, "wake-up", [0], skipped())) == []

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,31 @@ def package_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
         next(iter(spec.submodule_search_locations)), root / "vllm_omni", ignore=shutil.ignore_patterns("__pycache__")
     )
     return root / "vllm_omni"
+
+
+# The upstream series' suites (test_upstream_*.py) share these: each probe takes minutes.
+@pytest.fixture(scope="session")
+def prefixes() -> list[Path]:
+    """Every prefix of the series applied (patch 1, patches 1-2, ...), each `--check`ed first: the
+    trees `make upstream-tree` built, or built here when the series' bytes differ from theirs."""
+    import upstream_tree
+
+    count = len(upstream_tree.patches())
+    return [upstream_tree.build(k if k < count else None) for k in range(1, count + 1)]
+
+
+@pytest.fixture(scope="session")
+def on_the_series(prefixes: list[Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One probe on the whole series' tree, without the plugin's patches (`upstream_probe`)."""
+    from upstream_probe import COMPARED, run_probe
+
+    return run_probe(prefixes[-1], tmp_path_factory.mktemp("series-probe"), *COMPARED)
+
+
+@pytest.fixture(scope="session")
+def on_the_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One probe on the release with the plugin's patches, for the tests that compare it with the series."""
+    import upstream_tree
+    from upstream_probe import COMPARED, run_probe
+
+    return run_probe(upstream_tree.vllm_omni_tree().parent, tmp_path_factory.mktemp("release-probe"), *COMPARED)

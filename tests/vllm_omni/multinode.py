@@ -29,12 +29,12 @@ import httpx
 import psutil
 import pytest
 from netns import NetPair, call_in, remove_stale
-from omni_errors.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
-from omni_errors.chaos.scenarios.vllm_omni_llm import CHAT, chat_body
-from omni_errors.chaos.watch import alive
 from omni_errors.security import keys
 from omni_errors.settings import REJOIN_WINDOW
-from omni_errors.vllm_omni.settings import KEYS_ENV
+from omni_errors_tools.chaos.scenarios.vllm_omni import MODEL, environment, model_dir
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import CHAT, chat_body
+from omni_errors_tools.chaos.watch import alive
+from omni_errors_vllm_omni.settings import KEYS_ENV
 from omni_server import IMAGES, TEST_ENV, image_body
 
 __all__ = ["HTTP_PORT", "MODEL", "STARTUP_TIMEOUT", "Deployment", "Node", "deployment", "make_key_dirs"]

@@ -20,12 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
-from omni_errors.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
-from omni_errors.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
-from omni_errors.chaos.target import Launch, Target
-from omni_errors.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
+from omni_errors_tools.chaos.scenarios.vllm_omni import MODEL, VllmOmniTarget
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import STARTUP_S_PER_PROCESS, LlmTarget, chat_body
+from omni_errors_tools.chaos.target import Launch, Target
+from omni_errors_tools.chaos.watch import ProcessWatcher, free_port, kill, shm_entries
 
 __all__ = [
+    "CORE_ONLY",
     "IMAGES",
     "MODEL",
     "TEST_ENV",
@@ -48,6 +49,10 @@ STOP_GRACE = 10.0
 TEST_ENV = {"OMNI_ERRORS_ANSWER_DEADLINE_S": "10"}
 #: Set by `make upstream-test`: the suites run on the upstream series' tree, first on the path.
 UPSTREAM_TREE = os.environ.get("OMNI_ERRORS_UPSTREAM_TREE")
+#: Set by `make pytest-upstream-core`: on the series' tree, vLLM loads no plugin of omni-errors
+#: (`VLLM_PLUGINS` names only the fake engines), as where only the core distribution is installed.
+CORE_ONLY = os.environ.get("OMNI_ERRORS_CORE_ONLY") == "1"
+FAKE_ENGINE_PLUGINS = "omni_errors_fake_diffusion,omni_errors_fake_llm"
 
 
 def image_body(prompt: str) -> dict[str, Any]:
@@ -254,6 +259,8 @@ def serve(
     `env` adds to the server's environment (e.g. vLLM's `VLLM_SERVER_DEV_MODE`)."""
     name = f"omni-{'on' if plugin else 'off'}-{'proc' if subprocess_stage else 'inline'}"
     workdir = tmp_path_factory.mktemp(name)
+    if CORE_ONLY:
+        env = {**(env or {}), "VLLM_PLUGINS": FAKE_ENGINE_PLUGINS}
     with OmniServer(workdir, plugin=plugin, subprocess_stage=subprocess_stage, env=env) as server:
         yield server
 

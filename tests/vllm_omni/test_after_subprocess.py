@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from omni_errors.chaos.harness import LEAKS
 from omni_errors.fatal.exitcodes import ExitCode
 from omni_errors.semantics.core_table import DEAD_MESSAGE
+from omni_errors_tools.chaos.harness import LEAKS
 from omni_server import UPSTREAM_TREE, OmniServer, assert_clean_exit, error_of, serve, upstreamed_logged
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from omni_errors.chaos.scenarios.vllm_omni_llm import LlmTarget
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import LlmTarget
 from omni_server import OmniServer, error_of, llm_server
 
 

@@ -10,6 +10,7 @@ restores the originals afterwards. Every wait has a deadline; no assertion is ab
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
 import time
@@ -25,9 +26,9 @@ import pytest
 from omni_errors import OmniErrorDetails, OmniServerError, encode
 from omni_errors.carry import Tombstone, tombstone_from
 from omni_errors.semantics.core_table import stage_failure_record
-from omni_errors.vllm_omni.connectors import failed_requests, put_tombstone
-from omni_errors.vllm_omni.manifest import targets_by_module
-from omni_errors.vllm_omni.patching import apply, is_patched, unapply
+from omni_errors_vllm_omni.connectors import failed_requests, put_tombstone
+from omni_errors_vllm_omni.manifest import targets_by_module
+from omni_errors_vllm_omni.patching import apply, is_patched, unapply
 
 DEADLINE_S = 60.0  # generous: the machine is shared; nothing here is a timing assertion
 RETRY_S = 2.0  # vLLM-Omni's default `retry_seconds`
@@ -40,7 +41,7 @@ def omni() -> SimpleNamespace:
 
 
 def real_modules() -> SimpleNamespace:
-    """The connector modules and a model runner class (also test_upstream.py's probe, on either tree)."""
+    """The connector modules and a model runner class (also upstream_probe.py's probe, on either tree)."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     import vllm_omni.distributed.omni_connectors.connectors.base as base
     import vllm_omni.distributed.omni_connectors.connectors.shm_connector as shm_connector
@@ -130,7 +131,10 @@ def wait_until(check: Callable[[], bool], what: str) -> None:
 
 
 def tombstone_written(key: str) -> bool:
-    """Whether the segment `key` holds a whole tombstone (read without consuming it)."""
+    """Whether the segment `key` holds a whole tombstone (read without consuming it) and its writer has
+    let go of it: `SharedMemoryConnector.put` fills the segment while holding the key's lock file, and
+    a `get` that finds that lock taken misses (returns None) and is retried, so a reader must not start
+    before the put has released it."""
     try:
         segment = SharedMemory(name=key)
     except (FileNotFoundError, ValueError):  # not there yet, or not sized yet
@@ -139,11 +143,19 @@ def tombstone_written(key: str) -> bool:
         assert segment.buf is not None
         view = segment.buf[: segment.size]
         try:
-            return tombstone_from(view) is not None
+            if tombstone_from(view) is None:
+                return False
         finally:
             view.release()
     finally:
         segment.close()
+    try:  # the lock `get` takes without waiting (shm_connector.py): free once `put` has let go
+        with open(f"/dev/shm/shm_{key}_lockfile.lock", "rb+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except (FileNotFoundError, BlockingIOError):
+        return False
+    return True
 
 
 def unsendable() -> dict[str, Any]:

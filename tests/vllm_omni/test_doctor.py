@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from omni_errors.vllm_omni.manifest import TARGETS, Process
+from omni_errors_vllm_omni.manifest import TARGETS, Process
 
-DOCTOR = [sys.executable, "-m", "omni_errors.cli", "doctor"]
+DOCTOR = [sys.executable, "-m", "omni_errors_cli", "doctor"]
 
 
 def _doctor(tmp_path: Path, *args: str, **env: str) -> tuple[int, str]:

@@ -1,4 +1,4 @@
-"""An LLM stage's death notice (`omni_errors.vllm_omni.engine_core`) on vLLM's and vLLM-Omni's real
+"""An LLM stage's death notice (`omni_errors_vllm_omni.engine_core`) on vLLM's and vLLM-Omni's real
 classes, and a lost replica's answer while its stage serves on (`records.stage_serves_on`).
 
 The servers that prove the whole route are `test_fatal_llm*.py`; these check each piece alone: what
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 from omni_errors import OmniErrorDetails, classify, decode, encode
 from omni_errors.fatal.exitcodes import ExitCode
-from omni_errors.vllm_omni.engine_core import make_client_init, record_outputs_class
-from omni_errors.vllm_omni.records import record_message_class, stage_serves_on
+from omni_errors_vllm_omni.engine_core import make_client_init, record_outputs_class
+from omni_errors_vllm_omni.records import record_message_class, stage_serves_on
 from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
 from vllm_omni.engine import OmniEngineCoreOutputs
 from vllm_omni.engine.messages import ErrorMessage

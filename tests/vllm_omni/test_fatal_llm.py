@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from omni_errors.chaos.scenarios.vllm_omni_llm import CHAT, LlmTarget
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import CHAT, LlmTarget
 from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 
 # A bound that only keeps a broken stop from hanging the suite on a loaded machine; the strict

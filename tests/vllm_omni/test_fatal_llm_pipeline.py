@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from omni_errors.chaos.scenarios.vllm_omni_llm import TALK, LlmTarget
 from omni_errors.fatal.exitcodes import ExitCode
+from omni_errors_tools.chaos.scenarios.vllm_omni_llm import TALK, LlmTarget
 from omni_server import OmniServer, assert_clean_exit, error_of, llm_server
 
 EXIT_BOUND_S = 60

@@ -1,4 +1,4 @@
-"""The plugin's path to the link watch on a release that does not call it (`omni_errors.vllm_omni.liveness`):
+"""The plugin's path to the link watch on a release that does not call it (`omni_errors_vllm_omni.liveness`):
 the endpoints it `expect`s, just before vLLM-Omni binds or connects them, are set up on their watch
 by pyzmq's `bind` / `connect` (`before`, `after`), and no other socket is touched. The watch itself is
 tested in tests/test_link_watch.py."""
@@ -9,9 +9,9 @@ from typing import Any
 
 import zmq
 from omni_errors import link_watch
-from omni_errors.chaos.watch import free_port
 from omni_errors.link_watch import LinkWatch
-from omni_errors.vllm_omni import liveness
+from omni_errors_tools.chaos.watch import free_port
+from omni_errors_vllm_omni import liveness
 
 
 def test_an_expected_endpoint_joins_its_watch_once_and_others_are_left_alone() -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_errors.vllm_omni.manifest import TARGETS, Hop, InExcept, Kind, Process, Target
-from omni_errors.vllm_omni.verify import State, called_in_except, check, find_definition, fingerprint_node
+from omni_errors_vllm_omni.manifest import TARGETS, Hop, InExcept, Kind, Process, Target
+from omni_errors_vllm_omni.verify import State, called_in_except, check, find_definition, fingerprint_node
 
 RELEASE = importlib.metadata.version("vllm-omni")
 
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.fixture(scope="module", autouse=True)
 def unpatched() -> None:
     """The originals, whether or not vLLM loaded the plugin into this process: `unapply()` restores them."""
-    import omni_errors.vllm_omni as plugin
+    import omni_errors_vllm_omni as plugin
 
     plugin.unapply()
 
@@ -100,7 +100,7 @@ def test_every_entry_names_the_real_attribute_and_its_definition(target: Target)
     if target.defined_in is not None:  # imported into the target's module under the same name
         assert original.__module__ == target.source[0]
     file, _, function = target.patch.partition(":")
-    assert callable(getattr(importlib.import_module(f"omni_errors.vllm_omni.{file}"), function))
+    assert callable(getattr(importlib.import_module(f"omni_errors_vllm_omni.{file}"), function))
 
 
 def _has_attribute(cls: type, name: str) -> bool:
@@ -209,8 +209,8 @@ def test_every_process_and_hop_names_a_target() -> None:
 _PROBE = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
-import omni_errors.vllm_omni as plugin
-from omni_errors.vllm_omni.hooks import pending
+import omni_errors_vllm_omni as plugin
+from omni_errors_vllm_omni.hooks import pending
 plugin.register()
 status = plugin.status()
 print(json.dumps({
@@ -326,7 +326,7 @@ def test_doctor_names_the_changed_target_and_exits_3(package_copy: Path, tmp_pat
     env = {**os.environ, "PYTHONPATH": str(package_copy.parent), "OMNI_ERRORS_CACHE_DIR": str(tmp_path)}
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "omni_errors.cli", "doctor", "--json"],
+            [sys.executable, "-m", "omni_errors_cli", "doctor", "--json"],
             env={**env, "OMNI_ERRORS_VLLM_OMNI": "1"},
             capture_output=True,
             text=True,

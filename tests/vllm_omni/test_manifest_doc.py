@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from omni_errors.fatal.tables import generated, markdown_table
-from omni_errors.vllm_omni.doctor import EXIT_CODES
-from omni_errors.vllm_omni.manifest import TARGETS, render_table
+from omni_errors_vllm_omni.doctor import EXIT_CODES
+from omni_errors_vllm_omni.manifest import TARGETS, render_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "vllm-omni.md"
 

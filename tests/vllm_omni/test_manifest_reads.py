@@ -21,11 +21,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import omni_errors.vllm_omni
+import omni_errors_vllm_omni
 import pytest
-from omni_errors.vllm_omni.manifest import TARGETS, Target
+from omni_errors_vllm_omni.manifest import TARGETS, Target
 
-_PACKAGE = "omni_errors.vllm_omni"
+_PACKAGE = "omni_errors_vllm_omni"
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BY_NAME = ("getattr", "setattr", "hasattr", "delattr")
 
@@ -151,7 +151,7 @@ class Reads:
 
 @pytest.fixture(scope="module")
 def plugin() -> Reads:
-    directory = Path(omni_errors.vllm_omni.__file__).parent
+    directory = Path(omni_errors_vllm_omni.__file__).parent
     return Reads({path.stem: path.read_text(encoding="utf-8") for path in directory.glob("*.py")})
 
 
@@ -181,8 +181,8 @@ def test_the_reads_are_followed_through_helpers_and_modules() -> None:
         {
             "patches": textwrap.dedent(
                 """
-                from omni_errors.vllm_omni.helpers import stop
-                from omni_errors.vllm_omni import other
+                from omni_errors_vllm_omni.helpers import stop
+                from omni_errors_vllm_omni import other
                 import sys
 
                 def make_thing(module, original):

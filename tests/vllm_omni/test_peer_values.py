@@ -22,7 +22,7 @@ import asyncio, json, logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 import janus
 import omni_errors
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 plugin.register()
 from omni_errors.semantics.core_table import fatal_record
 from omni_errors.fatal import process as fatal

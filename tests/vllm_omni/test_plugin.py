@@ -19,9 +19,9 @@ import pytest
 _PROBE = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 plugin.register()
-from omni_errors.vllm_omni.patching import is_patched
+from omni_errors_vllm_omni.patching import is_patched
 import vllm_omni.diffusion.data as data
 import vllm_omni.diffusion.diffusion_engine as engine
 report = {
@@ -36,7 +36,7 @@ def video():
     return {"code": error.code, "message": error.message}
 report["video"] = video()
 if len(sys.argv) > 1:  # switch the plugin off: every original back
-    from omni_errors.vllm_omni.patching import applied
+    from omni_errors_vllm_omni.patching import applied
     report["applied"] = len(applied())
     report["restored"] = plugin.unapply()
     report["after"] = {
@@ -109,9 +109,9 @@ def test_unapply_restores_every_original(enabled_then_unapplied: dict[str, objec
 _APPLY_PROBE = r"""
 import importlib, json, logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
-import omni_errors.vllm_omni as plugin
-from omni_errors.vllm_omni.hooks import pending
-from omni_errors.vllm_omni.patching import applied, is_patched
+import omni_errors_vllm_omni as plugin
+from omni_errors_vllm_omni.hooks import pending
+from omni_errors_vllm_omni.patching import applied, is_patched
 plugin.register()
 waiting = sorted(pending())
 importlib.import_module(sys.argv[1])
@@ -183,7 +183,7 @@ def test_a_patch_that_fails_as_it_is_applied_refuses_the_plugin_and_undoes_the_r
 _CORE_LINE = r"""
 import sys
 import vllm.logger  # vLLM's logger gets its handler here, as in every process vLLM starts
-import omni_errors.vllm_omni as plugin
+import omni_errors_vllm_omni as plugin
 if sys.argv[1] == "register":
     plugin.register()
 from omni_errors.fatal import process

@@ -1,4 +1,4 @@
-"""The deployment's sockets (`omni_errors.vllm_omni.sockets`): CURVE with a ZAP allow-list from one setting.
+"""The deployment's sockets (`omni_errors_vllm_omni.sockets`): CURVE with a ZAP allow-list from one setting.
 
 Every process of a deployment reads `OMNI_ERRORS_VLLM_OMNI_KEYS` once, so each side here is a
 fresh interpreter with the plugin's wrappers of pyzmq installed by the plugin's own patching code
@@ -16,18 +16,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from omni_errors.chaos.watch import free_port
 from omni_errors.security import keys
-from omni_errors.vllm_omni.settings import KEYS_ENV
-from omni_errors.vllm_omni.sockets import load_keys
+from omni_errors_tools.chaos.watch import free_port
+from omni_errors_vllm_omni.settings import KEYS_ENV
+from omni_errors_vllm_omni.sockets import load_keys
 
 TIMEOUT = 120.0
 
 _SIDE = textwrap.dedent(
     """
     import json, logging, sys, threading, time, zmq
-    from omni_errors.vllm_omni.manifest import targets_by_module
-    from omni_errors.vllm_omni.patching import apply
+    from omni_errors_vllm_omni.manifest import targets_by_module
+    from omni_errors_vllm_omni.patching import apply
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(message)s")
     apply(zmq, targets_by_module()["zmq"])
@@ -146,7 +146,7 @@ def test_a_plugin_with_unusable_keys_does_not_let_its_process_start(tmp_path: Pa
     empty = tmp_path / "empty"
     empty.mkdir(mode=0o700)
     env = {**_env(empty), "OMNI_ERRORS_VLLM_OMNI": "1", "OMNI_ERRORS_CACHE_DIR": str(tmp_path / "cache")}
-    probe = "import omni_errors.vllm_omni as plugin; plugin.register(); print('started')"
+    probe = "import omni_errors_vllm_omni as plugin; plugin.register(); print('started')"
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 82 and "started" not in done.stdout
     assert f"{KEYS_ENV} cannot be used, so this process does not start" in done.stderr

@@ -65,14 +65,19 @@ def fatal_cause(exc: BaseException) -> tuple[BaseException, ExitCode] | None:
 
 
 def classify_failure(
-    exc: BaseException, *, request_id: str | None, stage_id: int, fatal: bool = False
+    exc: BaseException, *, request_id: str | None, stage_id: int | None, fatal: bool = False
 ) -> OmniErrorDetails:
-    """The record for `exc` in a stage; `fatal=True` forces the canonical fatal record."""
-    details = _table().classify(exc, request_id=request_id, stage_id=stage_id)
-    if details.stage_id is None:
+    """The record of `exc` raised in a stage: the one rule, for the reference lifecycle and for
+    vLLM-Omni (`omni_errors.carry.stage_failure`) alike. No raw fallback: a raw `ValueError`,
+    `TypeError` or `OverflowError` raised in a stage is the server's failure (500); only an explicit
+    client-error type is a 4xx (the RFC's answer once the fallbacks go). The API process's boundary
+    keeps its own switch for what it raises itself (`install(app, raw_fallbacks=...)`).
+    `fatal=True` forces the canonical fatal record."""
+    details = _table().classify(exc, request_id=request_id, stage_id=stage_id, raw_fallbacks=False)
+    if details.stage_id is None and stage_id is not None:
         details = details.replace(stage_id=stage_id)
     if fatal and not (details.fatal and details.category == "server"):
-        details = fatal_record(stage_id=stage_id, request_id=request_id)
+        details = fatal_record(stage_id=details.stage_id, request_id=request_id)
     return details
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "stages_decide",
 ]
 
-_log = logging.getLogger("omni_errors.fatal")
+_log = logging.getLogger(__name__)
 
 Callback = Callable[[OmniErrorDetails], None]
 

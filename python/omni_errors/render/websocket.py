@@ -29,7 +29,7 @@ __all__ = ["CLIENT_CLOSE_CODE", "SERVER_CLOSE_CODE", "close_code", "send_error",
 CLIENT_CLOSE_CODE = 1008
 SERVER_CLOSE_CODE = 1011
 
-_log = logging.getLogger("omni_errors.render.websocket")
+_log = logging.getLogger(__name__)
 
 
 def close_code(details: OmniErrorDetails) -> int:

@@ -1,7 +1,7 @@
 """CURVE on a ZMQ socket, the ZAP allow-list behind it, and which addresses may stay plaintext.
 
-One setup for the reference pipeline's remote link (`omni_errors.lifecycle.remote`) and for the
-vLLM-Omni plugin's multi-node sockets (`omni_errors.vllm_omni.sockets`):
+One setup for the reference pipeline's remote link (`omni_errors_tools.lifecycle.remote`) and for the
+vLLM-Omni plugin's multi-node sockets (`omni_errors_vllm_omni.sockets`):
 
 - a binding socket is a CURVE server behind a ZAP allow-list of public keys, checked by
   `zmq.auth`'s authenticator thread: a peer whose key is not allowed never completes the

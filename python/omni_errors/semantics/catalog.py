@@ -43,6 +43,9 @@ Notes:
   fallback. They apply while the boundary's `raw_fallbacks` keyword is on (the default:
   `omni_errors.server.install(app, raw_fallbacks=...)`, `classify(exc, raw_fallbacks=...)`,
   `sse_guard`/`websocket_errors(..., raw_fallbacks=...)`); off, these are 500 like any unknown failure.
+  A failure raised in a stage never gets them: one rule decides a stage-side failure's record
+  (`omni_errors.fatal.policy.classify_failure`, for the reference lifecycle and vLLM-Omni alike), and
+  there a raw type is the server's failure (500); only an explicit client-error type is a 4xx.
 - `asyncio.TimeoutError` is 504 only when `classify()` is given the `stage_id` whose deadline
   expired; otherwise it is an unknown failure (500).
 - Carriers (`OmniClientError`, `OmniServerError`, rebuilt `OmniEngineDeadError`) render the record

@@ -28,7 +28,7 @@ __all__ = ["FatalHook", "report"]
 R = TypeVar("R")
 FatalHook = Callable[[OmniErrorDetails], None]
 
-_log = logging.getLogger("omni_errors.report")
+_log = logging.getLogger(__name__)
 
 
 def report(

@@ -24,7 +24,7 @@ from omni_errors.settings import ANSWER_DEADLINE
 
 __all__ = ["ANSWER_DEADLINE_S", "GRACEFUL_SHUTDOWN_S", "LAST_CALL_S", "stop_on_fatal"]
 
-_log = logging.getLogger("omni_errors")
+_log = logging.getLogger(__name__)
 
 #: Once the server stops (a fatal failure, Ctrl+C, SIGTERM), in-flight responses get this long to
 #: finish before it closes them: uvicorn would otherwise wait for them without a deadline, and a

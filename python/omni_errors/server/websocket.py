@@ -19,7 +19,7 @@ from omni_errors.semantics.reporting import FatalHook, report
 
 __all__ = ["WebSocketSafetyNet"]
 
-_log = logging.getLogger("omni_errors.server")
+_log = logging.getLogger(__name__)
 
 
 class WebSocketSafetyNet:
