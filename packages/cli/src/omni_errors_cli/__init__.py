@@ -60,13 +60,15 @@ def installed_commands() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser; given `argv`, it imports only the module of the command `argv` names."""
+def build_parser(argv: Sequence[str] | None = None, commands: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; given `argv`, it imports only the module of the command `argv` names.
+    `commands`: `installed_commands()`, when the caller has read them already."""
+    commands = installed_commands() if commands is None else commands
     parser = argparse.ArgumentParser(
         prog="omni-errors",
         description="Error transport for vLLM-Omni: records, frames, sanitizer, renderers and lifecycle.",
         epilog="Commands of distributions not installed here: "
-        + ", ".join(f"{name} ({dist})" for name, dist in PROVIDERS.items() if name not in installed_commands()),
+        + ", ".join(f"{name} ({dist})" for name, dist in PROVIDERS.items() if name not in commands),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('omni-errors-cli')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -90,7 +92,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")
     keys.add_argument("--force", action="store_true", help="replace existing files of the same names")
     keys.set_defaults(func=_keys)
-    commands = installed_commands()
     requested = _command_in(argv, commands)
     for module in dict.fromkeys(commands.values()):
         if requested is None or commands[requested] == module:
@@ -104,10 +105,10 @@ def _command_in(argv: Sequence[str] | None, commands: dict[str, str]) -> str | N
     return words[0] if argv is not None and words and words[0] in commands else None
 
 
-def _not_installed(argv: Sequence[str]) -> str | None:
+def _not_installed(argv: Sequence[str], commands: dict[str, str]) -> str | None:
     """The line for a known command whose distribution is not installed here, or None."""
     words = [a for a in argv if not a.startswith("-")]
-    if not words or words[0] not in PROVIDERS or words[0] in installed_commands():
+    if not words or words[0] not in PROVIDERS or words[0] in commands:
         return None
     dist = PROVIDERS[words[0]]
     return f"omni-errors {words[0]} comes with the {dist} distribution; install it with: pip install {dist}\n"
@@ -115,11 +116,12 @@ def _not_installed(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    missing = _not_installed(argv)
+    commands = installed_commands()  # the entry points, read once per run
+    missing = _not_installed(argv, commands)
     if missing is not None:
         sys.stderr.write(missing)
         return MISSING
-    args = build_parser(argv).parse_args(argv)
+    args = build_parser(argv, commands).parse_args(argv)
     try:
         return int(args.func(args))
     except ModuleNotFoundError as exc:
