@@ -1,7 +1,9 @@
 # omni-errors developer commands. `make help` lists them.
 # Everything runs inside .venv, created with uv from requirements.lock (pinned, vLLM 0.33 included).
 # The second supported environment, .venv-omni (vLLM 0.30 + vllm-omni 0.30, requirements-omni.lock),
-# runs the suites that need vLLM once more and the vLLM-Omni plugin's suite (tests/vllm_omni).
+# runs the suites that need vLLM once more and the vLLM-Omni plugin's suite (tests/vllm_omni). The third,
+# .venv-vllm034 (requirements-vllm034.lock), is the development one on the current vLLM, 0.34: the
+# vLLM-dependent suites run there too.
 
 PYTHON ?= python3
 # Each process may cache the bytecode of what it imports: where PYTHONDONTWRITEBYTECODE is set (as on
@@ -18,6 +20,16 @@ OMNI_BIN  := $(OMNI_VENV)/bin
 # What runs against both vLLM versions: the semantics and the HTTP handlers (what the plugin loads
 # into vLLM-Omni's API process), and the plugin's own suite. The rest needs no second vLLM.
 OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
+# The current vLLM (0.34), beside the development lock's 0.33: the same distributions, its own environment.
+# vLLM 0.34.0 as published does not resolve (lock-overrides-vllm034.txt says why); its lock is made with
+# that one override and installed as pinned. The suites that use vLLM's classes run there; their modules
+# whose subject no vLLM release changes run on .venv's alone (VLLM034_SAME: the chaos runner's fault
+# scenarios, 7 of the 17 minutes the suites took there on a loaded machine, and the remote link between
+# network namespaces).
+VLLM034_VENV := .venv-vllm034
+VLLM034_BIN  := $(VLLM034_VENV)/bin
+VLLM034_SUITES := tests/semantics tests/server tests/pipeline tests/lifecycle tests/audit/test_audit_names.py
+VLLM034_SAME := tests/pipeline/test_chaos.py tests/lifecycle/test_remote_netns.py
 # The multi-node cases (a real head and --headless stages in two network namespaces) are their own job;
 # those of LLM stages run with the other LLM-stage cases (OMNI_LLM_TESTS).
 MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
@@ -49,7 +61,8 @@ SELF_AUDITED := python/omni_errors $(foreach m,$(MEMBERS),$(wildcard $(m)/src/*)
 .DEFAULT_GOAL := help
 .PHONY: help setup build run bench test test-steps test-rust test-python pytest lint format fuzz lock clean audit-corpus \
 	audit-inventory audit-baseline audit-self-baseline netns-deps setup-omni build-omni test-omni pytest-omni pytest-multinode bench-omni \
-	lock-omni upstream-tree upstream-test pytest-upstream pytest-upstream-core pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni
+	lock-omni upstream-tree upstream-test pytest-upstream pytest-upstream-core pytest-audit pytest-omni-fatal pytest-omni-llm suites bytecode bytecode-omni \
+	setup-vllm034 build-vllm034 test-vllm034 pytest-vllm034 bytecode-vllm034 lock-vllm034
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -72,8 +85,10 @@ build: setup ## build the Rust extension in release mode into .venv, and install
 run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
 	$(BIN)/omni-errors serve
 
-bench: build audit-corpus ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
-	$(BIN)/python -m pytest benches --benchmark-only --benchmark-columns=min,median,ops -q
+# The sanitizer's baselines: .venv's vLLM (0.33) and the current vLLM's environment (0.34), in one run.
+bench: build audit-corpus setup-vllm034 ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table
+	OMNI_ERRORS_BENCH_VLLM_ENVS=$(VLLM034_VENV) $(BIN)/python -m pytest benches --benchmark-only \
+		--benchmark-columns=min,median,ops -q
 
 # After the builds, everything runs side by side: the lints and the Rust tests (one core, a few
 # minutes) beside the suites, each mostly one process's imports and server starts, or waits on a
@@ -85,7 +100,7 @@ bench: build audit-corpus ## benchmarks side by side with their baselines (pytes
 # the CPU all of them need together (the phase table's `cpu`). --output-sync keeps each job's output
 # in one piece.
 SUITES := pytest pytest-audit pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode pytest-upstream \
-	pytest-upstream-core
+	pytest-upstream-core pytest-vllm034
 # CPU-bound .venv tests with no server and no deadline: `pytest-audit`; after them, one module of
 # deadline waits on real processes (pytest runs the paths in order), so that the two .venv jobs end
 # together instead of `pytest` alone for minutes at the run's end.
@@ -95,17 +110,20 @@ test: ## every check CI runs: lints, Rust tests, both Python environments, the u
 	@$(PHASES) start
 	@$(MAKE) --no-print-directory test-steps; rc=$$?; $(PHASES) report; exit $$rc
 
-test-steps: build build-omni audit-corpus netns-deps upstream-tree
+test-steps: build build-omni build-vllm034 audit-corpus netns-deps upstream-tree
 	$(MAKE) --no-print-directory -j8 --output-sync=target lint test-rust suites
 
 # The suites start once both environments' bytecode is cached (.ci/bytecode.py: otherwise each suite's
 # first processes compile torch, vLLM and vLLM-Omni at once); the lints and the Rust tests meanwhile.
-suites: bytecode bytecode-omni
+suites: bytecode bytecode-omni bytecode-vllm034
 	@$(MAKE) --no-print-directory --output-sync=target $(SUITES)
 
 # Like the suites' targets, these take the environments as built (`make build build-omni upstream-tree`).
 bytecode:
 	$(TIMED) bytecode -- $(BIN)/python .ci/bytecode.py venv
+
+bytecode-vllm034:
+	$(TIMED) bytecode-vllm034 -- $(VLLM034_BIN)/python .ci/bytecode.py venv
 
 # The series' tree has its own vllm_omni: cached on its path too.
 bytecode-omni:
@@ -148,6 +166,25 @@ build-omni: setup-omni build ## install omni-errors, the distributions of packag
 		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
 		$(UV) pip install --quiet --python $(OMNI_BIN)/python --no-deps --no-build-isolation -e . $(addprefix -e ,$(MEMBERS)) \
 		-e tests/vllm_omni/fake_diffusion -e tests/vllm_omni/fake_llm
+
+$(VLLM034_VENV)/.installed: requirements-vllm034.lock
+	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
+	@test -x $(VLLM034_BIN)/python || $(UV) venv --quiet --python 3.11 $(VLLM034_VENV)
+	$(TIMED) setup-vllm034 -- $(UV) pip sync --quiet --python $(VLLM034_BIN)/python requirements-vllm034.lock
+	@touch $@
+
+setup-vllm034: $(VLLM034_VENV)/.installed ## create .venv-vllm034: the development environment on vLLM 0.34 (requirements-vllm034.lock)
+
+# As build-omni: maturin is named .venv's interpreter, so the extension `make build` made is reused.
+build-vllm034: setup-vllm034 build ## install omni-errors and the distributions of packages/ into .venv-vllm034
+	$(TIMED) build-vllm034 -- env PATH="$(abspath $(VLLM034_BIN)):$$PATH" \
+		MATURIN_PEP517_ARGS="--interpreter $(abspath $(BIN))/python" \
+		$(UV) pip install --quiet --python $(VLLM034_BIN)/python --no-deps --no-build-isolation -e . $(addprefix -e ,$(MEMBERS))
+
+test-vllm034: build-vllm034 pytest-vllm034 ## the suites that use vLLM's classes (semantics, server, pipeline, lifecycle, the audit's vLLM table) on vLLM 0.34
+
+pytest-vllm034:
+	$(TIMED) pytest-vllm034 -- $(VLLM034_BIN)/python -m pytest $(VLLM034_SUITES) $(addprefix --ignore=,$(VLLM034_SAME))
 
 test-omni: build-omni netns-deps pytest-omni pytest-omni-fatal pytest-omni-llm pytest-multinode ## the vLLM-Omni suite (multi-node in two namespaces: root) and the vLLM-dependent suites again, on vLLM 0.30 + vllm-omni 0.30
 
@@ -195,6 +232,12 @@ lock-omni: ## re-pin requirements-omni.lock from every distribution's pyproject.
 	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS)) --group pyproject.toml:dev \
 		$(NO_EMIT_MEMBERS) --python-version 3.11 --python-platform x86_64-unknown-linux-gnu -o requirements-omni.lock
 
+lock-vllm034: ## re-pin requirements-vllm034.lock: the development lock's distributions on vLLM 0.34 (with its one override)
+	$(UV) pip compile --quiet pyproject.toml $(addsuffix /pyproject.toml,$(filter-out packages/vllm-omni,$(MEMBERS))) \
+		--group pyproject.toml:dev $(NO_EMIT_MEMBERS) --constraint lock-constraints-vllm034.txt \
+		--override lock-overrides-vllm034.txt --python-version 3.11 --python-platform x86_64-unknown-linux-gnu \
+		-o requirements-vllm034.lock
+
 # The remote-stage tests build network namespaces (root only; they skip without root). As root,
 # install what they need if it is missing: iproute2 (ip, tc) and Debian's nftables (nft).
 netns-deps: ## as root, install the network-namespace tests' tools (iproute2, nftables) if missing
@@ -238,5 +281,5 @@ lock: ## re-pin requirements.lock from the distributions but the plugin, and the
 		--group pyproject.toml:dev $(NO_EMIT_MEMBERS) --constraint lock-constraints.txt --python-version 3.11 \
 		--python-platform x86_64-unknown-linux-gnu -o requirements.lock
 
-clean: ## remove build outputs and the virtual environment
-	rm -rf target rust/fuzz/target $(VENV) $(OMNI_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+clean: ## remove build outputs and the virtual environments
+	rm -rf target rust/fuzz/target $(VENV) $(OMNI_VENV) $(VLLM034_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

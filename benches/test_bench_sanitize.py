@@ -1,6 +1,8 @@
 """Sanitizer benchmarks, side by side with vLLM's own `sanitize_message` (imported from vLLM).
 
 Run: pytest benches/test_bench_sanitize.py --benchmark-only
+Baselines: the installed vLLM's `sanitize_message` (`vllm_<version>`), and that of each virtual
+environment `OMNI_ERRORS_BENCH_VLLM_ENVS` names (`make bench`: .venv-vllm034, vLLM 0.34), in one run.
 Groups: one per payload, the per-call table on real short messages (clean 40 characters, empty,
 short, median, long, and the whole set back to back), one per corpus category (the category's
 cases run back to back), and the first call in a fresh process. Correctness of each function on
@@ -21,12 +23,9 @@ import pytest
 from omni_errors import sanitize
 from omni_errors_tools.bench import sanitizer
 
-
-def _vllm_sanitize() -> Callable[[str], str]:
-    fn = sanitizer.vllm_sanitizer()
-    if fn is None:
-        pytest.skip("vLLM is not installed")
-    return fn
+BASELINES = sanitizer.vllm_sanitizers(sanitizer.environments_from_variable())
+# omni-errors, then each vLLM newest first (none where vLLM is not installed).
+IMPLS = ["omni_errors", *(f"vllm_{version}" for version in BASELINES)]
 
 
 CLEAN_120 = (
@@ -60,10 +59,10 @@ PAYLOADS: dict[str, tuple[str, list[str], list[str]]] = {
 
 
 def _impl(name: str) -> Callable[[str], str]:
-    return sanitize if name == "omni_errors" else _vllm_sanitize()
+    return sanitize if name == "omni_errors" else BASELINES[name.removeprefix("vllm_")]
 
 
-@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("payload", sorted(PAYLOADS))
 def test_bench_payload(benchmark: Any, payload: str, impl: str) -> None:
     fn = _impl(impl)
@@ -101,7 +100,7 @@ PER_CALL: dict[str, str] = {
 }
 
 
-@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("case", list(PER_CALL))
 def test_bench_per_call(benchmark: Any, case: str, impl: str) -> None:
     fn = _impl(impl)
@@ -111,7 +110,7 @@ def test_bench_per_call(benchmark: Any, case: str, impl: str) -> None:
     benchmark.extra_info.update({"input_chars": len(text), "unchanged": out == text, "same_object": out is text})
 
 
-@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+@pytest.mark.parametrize("impl", IMPLS)
 def test_bench_real_short_messages(benchmark: Any, impl: str) -> None:
     fn = _impl(impl)
     benchmark.group = f"sanitize real short messages, back to back ({len(REAL)} messages)"
@@ -134,7 +133,7 @@ for _case in CASES:
         GROUPS.setdefault(f"{_case['corpus'].split('.')[0]}: {_case['category']}", []).append(_case)
 
 
-@pytest.mark.parametrize("impl", ["omni_errors", "vllm_baseline"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("group", sorted(GROUPS) or [pytest.param("none", marks=pytest.mark.skip("no corpus"))])
 def test_bench_corpus_category(benchmark: Any, group: str, impl: str) -> None:
     fn = _impl(impl)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
 import pytest
-from conftest import Server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
+
+if TYPE_CHECKING:  # for annotations only: run beside other directories, `conftest` may name another module
+    from conftest import Server
 
 MODEL = "omni-tiny"
 CHAT = "/v1/chat/completions"

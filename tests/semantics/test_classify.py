@@ -47,6 +47,8 @@ DEAD = DEAD_MESSAGE
 ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
 ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
 RetryableRequestError = getattr(vllm.exceptions, "RetryableRequestError", None)
+# vLLM >= 0.34 only: a faulted engine awaiting recovery, retryable, never fatal.
+EngineFaultedError = getattr(vllm.exceptions, "EngineFaultedError", None)
 
 # (exception, category, status, error_type, parameter, message, stage_id, fatal)
 # fmt: off
@@ -70,6 +72,8 @@ CASES: list[tuple[BaseException, str, int, str, str | None, str, int | None, boo
     (GenerationError(), "server", 500, "InternalServerError", None, "Internal server error", None, False),
     *([(RetryableRequestError(), "server", 503, "ServiceUnavailableError", None, "Request failed; please retry", None,
         False)] if RetryableRequestError else []),
+    *([(EngineFaultedError(), "server", 503, "ServiceUnavailableError", None, EngineFaultedError().message, None,
+        False)] if EngineFaultedError else []),
     (EngineGenerateError("generate failed"), "server", 500, "InternalServerError", None, "generate failed", None,
      False),
     (EngineDeadError(), "server", 500, "InternalServerError", None, DEAD, None, True),

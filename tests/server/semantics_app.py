@@ -56,6 +56,8 @@ BODY_LIMIT = 4096  # bytes; `BodyLimit` answers 413 above it
 ChatTemplateResolutionError = getattr(vllm.exceptions, "ChatTemplateResolutionError", None)
 ProfilerAlreadyActiveError = getattr(vllm.exceptions, "ProfilerAlreadyActiveError", None)
 RetryableRequestError = getattr(vllm.exceptions, "RetryableRequestError", None)
+# vLLM >= 0.34 only.
+EngineFaultedError = getattr(vllm.exceptions, "EngineFaultedError", None)
 SECRET = "sk-proj-Zq9XwV8uT7sR6pO5nM4lK3jI2hG1fE0d"  # a rejected value: must never be echoed
 
 
@@ -166,6 +168,8 @@ if ProfilerAlreadyActiveError is not None:
     )
 if RetryableRequestError is not None:
     CASES["retryable"] = Case(RetryableRequestError, 503, "ServiceUnavailableError", "Request failed; please retry")
+if EngineFaultedError is not None:
+    CASES["engine_faulted"] = Case(EngineFaultedError, 503, "ServiceUnavailableError", EngineFaultedError().message)
 
 # Raw fallbacks switched off: only the four raw types change.
 NO_FALLBACK = {

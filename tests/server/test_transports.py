@@ -40,7 +40,7 @@ def test_http(server: Server, name: str) -> None:
 def test_every_503_says_when_to_retry(server: Server) -> None:
     retry = httpx.get(f"{server.base}/http/unavailable_retry", timeout=10)
     assert retry.status_code == 503 and retry.headers["Retry-After"] == "7"  # the failure's own
-    for name in ("unavailable", "queue_overflow"):
+    for name in ("unavailable", "queue_overflow", *(["engine_faulted"] if "engine_faulted" in CASES else [])):
         plain = httpx.get(f"{server.base}/http/{name}", timeout=10)
         assert plain.status_code == 503 and plain.headers["Retry-After"] == str(RETRY_AFTER_S)
     not_503 = httpx.get(f"{server.base}/http/stage_timeout", timeout=10)

@@ -79,10 +79,12 @@ def _validation_summary(exc: BaseException) -> tuple[str, str | None]:
 
 _BAD, _ISE = "BadRequestError", "InternalServerError"
 
-# Classes vLLM 0.30 lacks (it raises plain types there), and vLLM-Omni's own classes (this module
-# must not import vLLM-Omni: it imports vLLM and patches it); lazy rows are matched once loaded.
+# Classes an older supported vLLM lacks (0.30 raises plain types there; `EngineFaultedError` is new in
+# 0.34), and vLLM-Omni's own classes (this module must not import vLLM-Omni: it imports vLLM and
+# patches it); lazy rows are matched once loaded.
 CHAT_TEMPLATE_RESOLUTION_ERROR = LazyClass("vllm.exceptions", "ChatTemplateResolutionError")
 RETRYABLE_REQUEST_ERROR = LazyClass("vllm.exceptions", "RetryableRequestError")
+ENGINE_FAULTED_ERROR = LazyClass("vllm.exceptions", "EngineFaultedError")
 VLLM_OMNI_CLIENT_ERROR = LazyClass("vllm_omni.errors", "OmniClientError")
 VLLM_OMNI_ENGINE_DEAD_ERROR = LazyClass("vllm_omni.entrypoints.omni_base", "OmniEngineDeadError")
 
@@ -110,6 +112,10 @@ TABLE = CORE.extend([
     (VLLM_OMNI_ENGINE_DEAD_ERROR, replace(FATAL, stage_attr="error_stage_id",
                                           summary="vLLM-Omni's fatal stage failure (`error_stage_id`)")),
     # vLLM's hierarchy (RFC, table 1; vLLM's create_error_response).
+    # A faulted engine refuses new requests until fault tolerance recovers it: the process lives on,
+    # so this is a retryable 503 (`Retry-After`), never a fatal stop.
+    (ENGINE_FAULTED_ERROR, replace(UNAVAILABLE, message_attr="message",
+                                   summary="A faulted engine awaiting recovery (vLLM 0.34+); retry later")),
     (GracefulHTTPError, Rule(None, 500, status_attr="http_status", message_attr="message",
                              summary="Admission control and the like; the class carries its own status")),
     (VLLMValidationError, Rule("client", 400, _BAD, parameter_attr="parameter",

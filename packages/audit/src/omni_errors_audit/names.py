@@ -25,7 +25,8 @@ RAW_RAISES: Final = {
     "builtins.NotImplementedError": "OE105",
 }
 
-# Classes of vLLM's `VLLMError` hierarchy, by the module that defines them (vLLM 0.33).
+# Classes of vLLM's `VLLMError` hierarchy, by the module that defines them: every supported vLLM's
+# (0.30 to 0.34), so code written against any of them is recognised.
 VLLM_FAMILY_MODULES: Final = {
     "vllm.exceptions": (
         "VLLMError",
@@ -42,9 +43,17 @@ VLLM_FAMILY_MODULES: Final = {
         "QueueOverflowError",
         "MaxQueuedTokensError",
         "ProfilerAlreadyActiveError",
+        "EngineFaultedError",
     ),
     "vllm.v1.engine.exceptions": ("EngineGenerateError", "EngineDeadError"),
     "vllm.connections": ("HTTPResponseSizeExceededError",),
+}
+# The classes of the table an older tested vLLM (0.30, 0.33, 0.34) lacks: the first tested release with each.
+VLLM_FAMILY_SINCE: Final = {
+    "ChatTemplateResolutionError": (0, 33),
+    "RetryableRequestError": (0, 33),
+    "ProfilerAlreadyActiveError": (0, 33),
+    "EngineFaultedError": (0, 34),
 }
 VLLM_FAMILY: Final = frozenset(f"{mod}.{name}" for mod, names in VLLM_FAMILY_MODULES.items() for name in names)
 

@@ -64,8 +64,11 @@ def _rows(case: Case, lines: list[str]) -> bool:
     return all_met
 
 
-def sanitizer_table(corpora: Iterable[Path] = sanitizer.DEFAULT_CORPORA) -> tuple[str, bool]:
-    """Every corpus case against vLLM's sanitizer, by category, the summary, the first call."""
+def sanitizer_table(
+    corpora: Iterable[Path] = sanitizer.DEFAULT_CORPORA, vllm_environments: Iterable[Path] = ()
+) -> tuple[str, bool]:
+    """Every corpus case against each vLLM's sanitizer (the installed one and those of
+    `vllm_environments`, newest first), by category, the summary per vLLM, the first call."""
     runs = [sanitizer.first_call() for _ in range(5)]
     imported, first, second = (statistics.median(x) for x in zip(*runs, strict=True))
     first_met = first <= 1e-3
@@ -74,35 +77,40 @@ def sanitizer_table(corpora: Iterable[Path] = sanitizer.DEFAULT_CORPORA) -> tupl
         f"import {imported * 1e3:.1f} ms); target <= 1 ms: {'yes' if first_met else 'NO'}",
         "",
     ]
-    vllm = sanitizer.vllm_sanitizer()
+    baselines = sanitizer.vllm_sanitizers(vllm_environments)
     cases = sanitizer.load(corpora)
-    if vllm is None or not cases:
+    if not baselines or not cases:
         lines.append("vLLM or the corpora are not available here: no comparison (install vllm; run from a checkout).")
         return "\n".join(lines), first_met
-    timings = sanitizer.time_cases(cases, vllm)
+    timings = sanitizer.time_cases(cases, baselines)
+    versions = list(baselines)
     lines += [
-        "| corpus | category | cases | ours us (total) | vLLM us (total) | ratio (total) | slowest-case ratio |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| corpus | category | cases | ours us (total) | "
+        + " | ".join(f"vLLM {v} us (total) | ratio (total) | slowest-case ratio" for v in versions)
+        + " |",
+        "|---|---|---:|---:|" + "---:|---:|---:|" * len(versions),
     ]
     groups: dict[tuple[str, str], list[sanitizer.Timing]] = {}
     for t in timings:
         groups.setdefault((t.corpus, t.category), []).append(t)
     for (corpus, category), ts in sorted(groups.items()):
-        ours, theirs = sum(t.ours for t in ts), sum(t.vllm for t in ts)
-        lines.append(
-            f"| {corpus} | {category} | {len(ts)} | {ours * 1e6:.1f} | {_us(theirs)} | {_ratio(theirs / ours)} | "
-            f"{_ratio(min(t.ratio for t in ts))} |"
-        )
-    s = sanitizer.summary(timings)
-    met = first_met and s["min_ratio"] >= 1 and s["median_ratio"] >= 20 and s["throughput_ratio"] >= 15
-    slowest = min(timings, key=lambda t: t.ratio)
-    lines += [
-        "",
-        f"median case: {s['median_ratio']:.1f}x faster (target >= 20x); slowest case: {slowest.id} "
-        f"{slowest.ratio:.1f}x (target >= 1x, never slower)",
-        f"throughput without the adversarial cases: {s['ours_mb_s']:.1f} MB/s vs vLLM {s['vllm_mb_s']:.1f} MB/s = "
-        f"{s['throughput_ratio']:.1f}x (target >= 15x)",
-    ]
+        ours = sum(t.ours for t in ts)
+        cells = []
+        for v in versions:
+            theirs = sum(t.vllm[v] for t in ts)
+            cells.append(f"{_us(theirs)} | {_ratio(theirs / ours)} | {_ratio(min(t.ratio(v) for t in ts))}")
+        lines.append(f"| {corpus} | {category} | {len(ts)} | {ours * 1e6:.1f} | " + " | ".join(cells) + " |")
+    met = first_met
+    lines.append("")
+    for v in versions:
+        s = sanitizer.summary(timings, v)
+        met &= s["min_ratio"] >= 1 and s["median_ratio"] >= 20 and s["throughput_ratio"] >= 15
+        slowest = min(timings, key=lambda t: t.ratio(v))
+        lines += [
+            f"vLLM {v}: median case {s['median_ratio']:.1f}x faster (target >= 20x); slowest case: {slowest.id} "
+            f"{slowest.ratio(v):.1f}x (target >= 1x, never slower); throughput without the adversarial cases: "
+            f"{s['ours_mb_s']:.1f} MB/s vs {s['vllm_mb_s']:.1f} MB/s = {s['throughput_ratio']:.1f}x (target >= 15x)",
+        ]
     return "\n".join(lines), met
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -13,7 +14,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         help="print the codec (msgspec, msgpack, cloudpickle) and sanitizer (vLLM) ratio tables",
         description="Measure omni-errors side by side with its baselines, each figure in the same run as its "
         "baseline: the frame codec against msgspec, msgpack and cloudpickle, and the sanitizer against vLLM's "
-        "sanitize_message, case by case.",
+        "sanitize_message, case by case: the installed vLLM's and that of each --vllm-env, newest first.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     bench.add_argument("--strict", action="store_true", help="exit 1 when a target ratio (the TARGET column) is missed")
@@ -22,6 +23,14 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     )
     bench.add_argument(
         "--corpus", action="append", metavar="JSONL", help="a labelled sanitizer corpus (default: dev and realistic)"
+    )
+    bench.add_argument(
+        "--vllm-env",
+        action="append",
+        type=Path,
+        metavar="VENV",
+        help="a virtual environment with another vLLM release, measured beside the installed one "
+        "(for example .venv-vllm034)",
     )
     bench.set_defaults(func=run)
 
@@ -35,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.codec_only:
         print("\nsanitizer against vLLM's sanitize_message, case by case (ratio: times faster)\n", flush=True)
         corpora = [Path(p) for p in args.corpus] if args.corpus else bench.sanitizer.DEFAULT_CORPORA
-        text, sanitizer_met = bench.sanitizer_table(corpora)
+        try:
+            text, sanitizer_met = bench.sanitizer_table(corpora, args.vllm_env or ())
+        except ValueError as exc:  # a --vllm-env without vLLM
+            print(f"omni-errors bench: {exc}", file=sys.stderr)
+            return 2
         print(text)
         met &= sanitizer_met
     print("\nevery target met" if met else "\nsome targets missed (marked NO)")
