@@ -163,3 +163,28 @@ def test_bench_first_call_in_a_fresh_process(benchmark: Any) -> None:
 
     benchmark.pedantic(run, rounds=5, iterations=1)
     benchmark.extra_info.update({"first_call_s": firsts, "first_call_median_s": statistics.median(firsts)})
+
+
+DEV_CORPUS = sanitizer.DEFAULT_CORPORA[0]
+
+
+@pytest.mark.skipif(not DEV_CORPUS.exists() or not BASELINES, reason="needs the development corpus and vLLM")
+def test_bench_dev_corpus_case_by_case(benchmark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every case of the development corpus, one at a time, against every vLLM of BASELINES in this
+    run: the timed figure is the whole measurement; the median and worst ratio per vLLM go into
+    `extra_info` and are printed, with the load they were taken at (meant: idle)."""
+    cases = sanitizer.load([DEV_CORPUS])
+    benchmark.group = f"sanitize {DEV_CORPUS.name}, case by case ({len(cases)} cases, each vLLM beside)"
+    timings = benchmark.pedantic(sanitizer.time_cases, args=(cases, BASELINES), rounds=1, iterations=1)
+    lines = [f"{DEV_CORPUS.name}, every case ({len(cases)}), omni-errors against each vLLM in this run:"]
+    for version in BASELINES:
+        s = sanitizer.summary(timings, version)
+        worst = min(timings, key=lambda t: t.ratio(version))
+        benchmark.extra_info[f"vllm_{version}"] = {**s, "worst_case": worst.id}
+        lines.append(
+            f"  vLLM {version}: median {s['median_ratio']:.1f}x faster (adversarial aside), "
+            f"worst {s['min_ratio']:.2f}x ({worst.id}); target: median >= 20x, never slower"
+        )
+    lines.append("  " + sanitizer.load_line())
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))

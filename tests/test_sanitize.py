@@ -344,3 +344,13 @@ def test_any_text_is_bounded_and_idempotent(text: str, max_len: int) -> None:
     out = sanitize(text, max_len=max_len)
     assert _utf8_len(out) <= max_len
     assert sanitize(out, max_len=max_len) == out
+
+
+def test_the_benchmarks_default_corpora_are_the_checkouts() -> None:
+    """`omni-errors bench` and `make bench` measure the corpora of this checkout by default."""
+    from omni_errors_tools.bench import sanitizer
+
+    realistic = Path(__file__).resolve().parent / "sanitizer" / "realistic.jsonl"
+    dev = Path(__file__).resolve().parents[2] / "shared" / "sanitizer" / "dev.jsonl.gz"
+    assert sanitizer.DEFAULT_CORPORA == (dev, realistic)
+    assert realistic.exists()

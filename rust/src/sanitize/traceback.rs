@@ -22,26 +22,40 @@ const HEADER: &str = "Traceback (most recent call last):";
 
 /// Built once per process: building a searcher costs more than scanning a short message.
 static FIND_IN: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b", in "));
+static FIND_PY: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b".py"));
+/// Above this length `.py` is searched whole: in text dense with `.` (`a.a.a...`) one call per dot
+/// cost more than the rules' pass.
+const LONG_TEXT: usize = 256;
 
 /// Whether `text` may hold a traceback: a `File "`, `Traceback (`, `frame #` (found from the
 /// rarer byte in each: `"`, `(`, `#`), or an `IPython` frame's `.py in `, `.py](`, `.py:N, in `.
 fn has_trigger(b: &[u8]) -> bool {
     // `.py` found from its `.` (a searcher for `.py` costs more to start than short text takes).
-    let ipython = memchr::memchr_iter(b'.', b).any(|i| {
-        if !b[i + 1..].starts_with(b"py") {
-            return false;
-        }
-        let after = &b[i + 3..];
-        after.starts_with(b" in ")
-            || after.starts_with(b"](")
-            || (after.first() == Some(&b':') && FIND_IN.find(after).is_some())
-    });
+    let ipython = if b.len() > LONG_TEXT {
+        has_ipython_frame_long(b)
+    } else {
+        memchr::memchr_iter(b'.', b).any(|i| b[i + 1..].starts_with(b"py") && ipython_frame_at(b, i))
+    };
     ipython
         || memchr3_iter(b'"', b'(', b'#', b).any(|i| match b[i] {
             b'"' => b[..i].ends_with(b"File "),
             b'(' => b[..i].ends_with(b"Traceback "),
             _ => b[..i].ends_with(b"frame "),
         })
+}
+
+/// `has_trigger`'s `.py` search in long text (kept out of line: short text, most messages, never calls it).
+#[inline(never)]
+fn has_ipython_frame_long(b: &[u8]) -> bool {
+    FIND_PY.find_iter(b).any(|i| ipython_frame_at(b, i))
+}
+
+/// Whether the `.py` at `i` ends the path of an `IPython` frame: `.py in `, `.py](`, `.py:N, in `.
+fn ipython_frame_at(b: &[u8], i: usize) -> bool {
+    let after = &b[i + 3..];
+    after.starts_with(b" in ")
+        || after.starts_with(b"](")
+        || (after.first() == Some(&b':') && FIND_IN.find(after).is_some())
 }
 
 /// An `IPython` frame line: `File ~/x.py:722, in f(...)` or `/x/y.py in f(...)` (possibly a
@@ -231,6 +245,21 @@ pub(crate) fn strip(text: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipython_frames_found_in_short_and_long_text_alike() {
+        for frame in [
+            "/x/y.py in f(a)",
+            "[/x/y.py](file:///x) in f()",
+            "File ~/x.py:722, in f(a)",
+        ] {
+            let short = format!("a.a.a {frame}");
+            let long = format!("{}{frame}", "a.".repeat(LONG_TEXT));
+            assert!(has_trigger(short.as_bytes()) && has_trigger(long.as_bytes()), "{frame}");
+        }
+        let dense = "a.a.py.".repeat(LONG_TEXT);
+        assert!(!has_trigger(dense.as_bytes()) && !has_trigger(&dense.as_bytes()[..LONG_TEXT]));
+    }
 
     #[test]
     fn keeps_final_error_line() {

@@ -101,13 +101,14 @@ def sanitizer_table(
             cells.append(f"{_us(theirs)} | {_ratio(theirs / ours)} | {_ratio(min(t.ratio(v) for t in ts))}")
         lines.append(f"| {corpus} | {category} | {len(ts)} | {ours * 1e6:.1f} | " + " | ".join(cells) + " |")
     met = first_met
-    lines.append("")
+    lines += ["", sanitizer.load_line()]
     for v in versions:
         s = sanitizer.summary(timings, v)
         met &= s["min_ratio"] >= 1 and s["median_ratio"] >= 20 and s["throughput_ratio"] >= 15
         slowest = min(timings, key=lambda t: t.ratio(v))
         lines += [
-            f"vLLM {v}: median case {s['median_ratio']:.1f}x faster (target >= 20x); slowest case: {slowest.id} "
+            f"vLLM {v}: median case (adversarial aside) {s['median_ratio']:.1f}x faster (target >= 20x); "
+            f"slowest case: {slowest.id} "
             f"{slowest.ratio(v):.1f}x (target >= 1x, never slower); throughput without the adversarial cases: "
             f"{s['ours_mb_s']:.1f} MB/s vs {s['vllm_mb_s']:.1f} MB/s = {s['throughput_ratio']:.1f}x (target >= 15x)",
         ]
