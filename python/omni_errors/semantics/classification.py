@@ -57,6 +57,8 @@ def _validation_summary(exc: BaseException) -> tuple[str, str | None]:
     """Message and parameter of a FastAPI `RequestValidationError`, without the rejected inputs."""
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
+    if len(errors) == 1 and isinstance(errors[0], dict) and errors[0].get("type") == "json_invalid":
+        return _json_decode_summary(errors[0], exc.body), "body"
     param: str | None = None
     for error in errors:
         ctx_error = (error.get("ctx") or {}).get("error") if isinstance(error, dict) else None
@@ -75,6 +77,23 @@ def _validation_summary(exc: BaseException) -> tuple[str, str | None]:
     if len(errors) > _MAX_REPORTED_ERRORS:
         lines.append(f"  ...and {len(errors) - _MAX_REPORTED_ERRORS} more {label}")
     return "\n".join(lines), param
+
+
+def _json_decode_summary(error: dict[str, object], body: object) -> str:
+    """Where a body that is not JSON stops being JSON, and what the parser expected there: FastAPI's
+    error has the offset (`loc`: ("body", offset)), the parser's reason (`ctx.error`) and the body."""
+    loc = error.get("loc")
+    offset = loc[1] if isinstance(loc, tuple) and len(loc) == 2 and isinstance(loc[1], int) else None
+    ctx = error.get("ctx")
+    reason = ctx.get("error") if isinstance(ctx, dict) else None
+    what = reason[:80] if isinstance(reason, str) and reason else "invalid JSON"  # json's own fixed text
+    if offset is None:
+        return f"The request body is not valid JSON: {what}"
+    if isinstance(body, str) and 0 <= offset <= len(body):
+        line = body.count("\n", 0, offset) + 1
+        column = offset - (body.rfind("\n", 0, offset) + 1) + 1
+        return f"The request body is not valid JSON: {what} at line {line}, column {column} (character {offset})"
+    return f"The request body is not valid JSON: {what} at character {offset}"
 
 
 _BAD, _ISE = "BadRequestError", "InternalServerError"

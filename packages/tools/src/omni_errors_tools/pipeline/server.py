@@ -1,11 +1,13 @@
 """`omni-errors serve`: start the stages, then uvicorn; exit with the pipeline's exit code.
 
-Order of events, as vLLM's API server does it: the stages start first (a startup failure exits 82
-before the port is bound); then uvicorn serves. When the pipeline dies, the supervisor has already
-answered every in-flight request; its dead callback tells uvicorn to stop, `/health` answers 503
-until the listener closes, and the process exits non-zero through normal interpreter shutdown.
-SIGINT stops at once (in-flight requests get 503, exit 130); SIGTERM drains first (exit 143);
-a second SIGINT kills the stages and uvicorn's remaining connections.
+Order of events, as vLLM's API server does it: the command binds the listening socket first (a taken
+port exits 87 at once, not after the stages' start; connections wait in its backlog meanwhile); the
+stages start (a startup failure exits 82 before anything is served); then uvicorn serves. When the
+pipeline dies, the supervisor has already answered every in-flight request; its dead callback tells
+uvicorn to stop, `/health` answers 503 until the listener closes, and the process exits non-zero
+through normal interpreter shutdown. SIGINT stops at once (in-flight requests get 503, exit 130);
+SIGTERM drains first (exit 143); a second SIGINT kills the stages and uvicorn's remaining
+connections.
 """
 
 from __future__ import annotations
