@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from omni_errors_cli import HelpFormatter
+
 
 def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register `bench` on the `omni-errors` command's subparsers."""
@@ -14,7 +16,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         description="Measure omni-errors side by side with its baselines, each figure in the same run as its "
         "baseline: the frame codec against msgspec, msgpack and cloudpickle, and the sanitizer against vLLM's "
         "sanitize_message, case by case.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     bench.add_argument("--strict", action="store_true", help="exit 1 when a target ratio (the TARGET column) is missed")
     bench.add_argument(

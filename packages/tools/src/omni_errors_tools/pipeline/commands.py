@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from omni_errors.render.http import RETRY_AFTER_S
+from omni_errors_cli import HelpFormatter
 from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_MODEL
 from omni_errors_tools.pipeline.faults import PROCESS_KINDS
 
@@ -73,7 +74,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the Retry-After of a 503 that does not say when to retry itself (default: %(default)s)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="what the log says"
+    )
     f = p.add_argument_group("fault injection (off by default; for demos and tests)")
     f.add_argument("--fault", choices=PROCESS_KINDS, help="inject this fault into a stage process")
     f.add_argument("--fault-stage", type=int, default=0, choices=[0, 1, 2], help="0 thinker, 1 talker, 2 code2wav")
@@ -206,7 +209,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "and an OpenAI-style API in front of them; with --remote-stage, a stage joins from another host "
         "instead. Exits non-zero when the pipeline dies (exit codes: docs/lifecycle.md).",
         epilog=TWO_HOSTS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     _serve_args(serve)
     add_link_arguments(serve)

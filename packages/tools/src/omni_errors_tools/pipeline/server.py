@@ -93,7 +93,8 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> ExitCode
         logger.critical("pipeline failed to start: %s", exc)
         return ExitCode.STARTUP_FAILURE
     finally:
-        sup.remove_signal_handlers()
+        if not sup.health().ok:  # else they stay until uvicorn's take over: Ctrl+C stays a clean stop
+            sup.remove_signal_handlers()
     if not sup.health().ok:
         await sup.wait_dead()
         return sup.exit_code
@@ -113,7 +114,9 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> ExitCode
     )
     server = _Uvicorn(config, sup, loop)
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
-    await server.serve(sockets=[sock] if sock is not None else None)
+    sup.remove_signal_handlers()  # uvicorn's own from here on (`serve` installs them first thing)
+    if sup.health().ok:  # else a signal or a failure came while the app was built
+        await server.serve(sockets=[sock] if sock is not None else None)
     if sup.health().state in (State.RUNNING, State.STARTING):
         await sup.shutdown(exit_code=ExitCode.OK)
     await sup.wait_dead()
