@@ -25,7 +25,7 @@ PROVIDERS = {
     "doctor": "omni-errors-vllm-omni",
 }
 # The core extra each built-in command needs (README, "Install").
-CORE_EXTRAS = {"catalog": "vllm", "keys": "transport"}
+CORE_EXTRAS = {"keys": "transport"}  # `catalog` reads the classify table's rows, which import no extra
 GROUP = "omni_errors.commands"
 MISSING = 1
 
