@@ -68,6 +68,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements.lock
+	@echo "setup: installing requirements.lock into $(VENV) (vLLM and torch included: about a minute from uv's cache, several minutes downloading)"
 	@command -v uv >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet uv
 	@test -x $(BIN)/python || $(UV) venv --quiet --python 3.11 $(VENV)
 	$(TIMED) setup -- $(UV) pip install --quiet --python $(BIN)/python -r requirements.lock
@@ -80,10 +81,16 @@ setup: $(VENV)/.installed ## create .venv and install every dependency (vLLM and
 build: setup ## build the Rust extension in release mode into .venv, and install every distribution of packages/ beside it
 	@echo "build: compiling the Rust extension in release mode (a first build takes about a minute; later ones, seconds)"
 	$(TIMED) build -- env PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin develop --release --uv --quiet
+	@echo "build: installing the distributions of packages/ into $(VENV) (seconds)"
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps --no-build-isolation $(addprefix -e ,$(MEMBERS))
 
-run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (Ctrl+C stops it)
-	$(BIN)/omni-errors serve
+# Options for `omni-errors serve` (`make run ARGS="--port 8001"`; `omni-errors serve --help` lists them).
+ARGS ?=
+# Ctrl+C reaches make, this shell and the server alike: the shell waits (`trap :`) for the server,
+# whose clean stop on SIGINT is exit 130, and reports that as success; any other code fails the target.
+run: build ## set up, build, and serve the reference pipeline on 127.0.0.1:8000 (`ARGS="--port N ..."` for serve's options; Ctrl+C stops it)
+	@trap : INT; $(BIN)/omni-errors serve $(ARGS); rc=$$?; \
+		if [ $$rc -eq 130 ]; then echo "make run: the server stopped cleanly on Ctrl+C"; else exit $$rc; fi
 
 # The sanitizer's baselines: .venv's vLLM (0.33) and the current vLLM's environment (0.34), in one run.
 bench: build audit-corpus setup-vllm034 ## benchmarks side by side with their baselines (pytest-benchmark); `omni-errors bench` prints the ratio table

@@ -94,7 +94,7 @@ MAY_IMPORT = {
     "omni_errors": set(),
     "omni_errors_audit": set(),
     "omni_errors_cli": {"omni_errors"},
-    "omni_errors_tools": {"omni_errors"},
+    "omni_errors_tools": {"omni_errors", "omni_errors_cli"},  # a dependency: its commands' help formatter
     "omni_errors_vllm_omni": {"omni_errors"},
 }
 

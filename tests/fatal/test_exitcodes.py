@@ -16,7 +16,7 @@ def test_every_documented_code_parses_as_itself(code: ExitCode) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [87, 1, -1, True, False, "81", b"\x51", 81.0, None, 2**64 - 1, 10**100, [81], {"code": 81}],
+    [88, 1, -1, True, False, "81", b"\x51", 81.0, None, 2**64 - 1, 10**100, [81], {"code": 81}],
     ids=repr,
 )
 def test_anything_else_is_none_never_an_exception(value: object) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -139,6 +140,25 @@ def test_unknown_voice_is_a_bad_request_to_the_openai_sdk(server: Server) -> Non
     assert "alloy" not in raised.value.message  # the rejected value is not echoed
     spoken = client.audio.speech.create(model=MODEL, voice="chelsie", input="hello there")
     assert spoken.content[:4] == b"RIFF"
+
+
+def test_the_openai_sdk_reads_the_request_id_of_an_error(server: Server) -> None:
+    """An error answered after its request was given an id names it in `x-request-id` as in the body;
+    the SDK reads it into `error.request_id`, the id to quote in a report. A client's own id is kept;
+    a request refused before it had an id answers with the client's id."""
+    client = openai.OpenAI(base_url=f"{server.base}/v1", api_key="unused", max_retries=0, timeout=60)
+    hi: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    fault = {"X-Omni-Fault": "stage_error;stage=1"}
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model=MODEL, messages=hi, extra_headers=fault)
+    given = raised.value.response.json()["error"]["request_id"]
+    assert given.startswith("chatcmpl-") and raised.value.request_id == given
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(model=MODEL, messages=hi, extra_headers={**fault, "x-request-id": "report-me-1"})
+    assert raised.value.request_id == "report-me-1" == raised.value.response.json()["error"]["request_id"]
+    with pytest.raises(openai.NotFoundError) as raised:
+        client.chat.completions.create(model="nope", messages=hi, extra_headers={"x-request-id": "report-me-2"})
+    assert raised.value.request_id == "report-me-2"
 
 
 def test_nonfatal_stage_error_every_transport(server: Server) -> None:

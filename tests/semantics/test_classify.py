@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from http import HTTPStatus
 
 import omni_errors
@@ -141,6 +142,22 @@ def test_request_validation_error_never_echoes_inputs() -> None:
     assert "hunter2" not in d.message
     assert d.message.startswith("2 validation errors:")
     assert "body.model: Field required" in d.message
+
+
+def test_malformed_json_body_says_where_and_what() -> None:
+    # FastAPI's own error for a body json.loads refused: the offset in `loc`, the parser's reason, the body.
+    body = '{"model": "omni-tiny",\n "messages": [,]}'
+    with pytest.raises(json.JSONDecodeError) as parsed:
+        json.loads(body)
+    e = parsed.value  # the line and column json itself counts
+    error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "input": {},
+             "ctx": {"error": e.msg}}
+    d = classify(RequestValidationError([error], body=body))
+    assert (d.category, d.status_code, d.error_type, d.parameter) == ("client", 400, "BadRequestError", "body")
+    assert (e.lineno, e.colno, e.pos) == (2, 15, 37)
+    assert d.message == "The request body is not valid JSON: Expecting value at line 2, column 15 (character 37)"
+    d = classify(RequestValidationError([error]))  # no body kept: the offset alone
+    assert d.message == "The request body is not valid JSON: Expecting value at character 37"
 
 
 def test_raw_fallbacks_keyword() -> None:

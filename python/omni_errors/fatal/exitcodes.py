@@ -30,6 +30,7 @@ class ExitCode(enum.IntEnum):
     STAGE_HUNG = 84
     STAGE_LOST = 85
     LINK_LOST = 86
+    CANNOT_LISTEN = 87
     SIGINT = 128 + signal.SIGINT
     SIGTERM = 128 + signal.SIGTERM
 
@@ -67,6 +68,8 @@ MEANINGS: Mapping[ExitCode, str] = {
     "the kernel's OOM killer",
     ExitCode.LINK_LOST: "a remote stage's link missed its deadline (the stage killed, its host cut off, the link too "
     "slow) and no replica took its place in time; a remote stage whose head is gone or cut off",
+    ExitCode.CANNOT_LISTEN: "the API process could not listen on its address (the port taken, the address not this "
+    "host's, a port below 1024 without the right): said in one line before any stage starts",
     ExitCode.SIGINT: "stopped by SIGINT (Ctrl+C: 128 + 2)",
     ExitCode.SIGTERM: "stopped by SIGTERM (128 + 15), after draining",
 }

@@ -11,6 +11,7 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from omni_errors.errors import InvalidRecordError
 from omni_errors.semantics.http_status import Category, category_for_status, error_type_for, phrase, type_for_status
 from omni_errors.semantics.ids import with_ids
 
-__all__ = ["Category", "LazyClass", "Rule", "RuleTable", "build_record"]
+__all__ = ["Category", "LazyClass", "NamedClass", "Rule", "RuleTable", "build_record"]
 
 # Fields of an exception that become public text; returns (message, parameter).
 Extractor = Callable[[BaseException], tuple[str, "str | None"]]
@@ -81,8 +82,9 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class LazyClass:
-    """A class named by module and attribute, resolved only from modules already imported."""
+class NamedClass:
+    """A class named by the module that defines it and its name, so that a table naming it can be
+    read (the catalogue) without importing that module; `load()` imports it."""
 
     module: str
     name: str
@@ -90,6 +92,20 @@ class LazyClass:
     @property
     def qualname(self) -> str:
         return f"{self.module}.{self.name}"
+
+    def load(self) -> type[BaseException]:
+        """The class, its module imported (ImportError if absent, TypeError if not an exception class)."""
+        cls = getattr(importlib.import_module(self.module), self.name)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            why = f"{self.qualname} is not an exception class"
+            raise TypeError(why)  # omni-errors: ignore[OE102]: a defect of the table, not of a request
+        return cls
+
+
+@dataclass(frozen=True)
+class LazyClass(NamedClass):
+    """A class named by module and attribute, resolved only from modules already imported (a
+    module that may be absent), never imported by the table."""
 
     def resolve(self) -> type[BaseException] | None:
         """The class, or None while its module is not loaded (no instance can exist then)."""

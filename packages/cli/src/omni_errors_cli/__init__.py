@@ -25,9 +25,20 @@ PROVIDERS = {
     "doctor": "omni-errors-vllm-omni",
 }
 # The core extra each built-in command needs (README, "Install").
-CORE_EXTRAS = {"catalog": "vllm", "keys": "transport"}
+CORE_EXTRAS = {"keys": "transport"}  # `catalog` reads the classify table's rows, which import no extra
 GROUP = "omni_errors.commands"
 MISSING = 1
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The commands' help: descriptions and epilogs as written, and each option's default (unless it
+    has none, or its help says it already: `(default`)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "(default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)"
 
 
 def _catalog(args: argparse.Namespace) -> int:
@@ -76,6 +87,7 @@ def build_parser(argv: Sequence[str] | None = None, commands: dict[str, str] | N
         "catalog",
         help="print the error catalogue (Markdown) generated from the classify table",
         description="Print the error catalogue of docs/errors.md, generated from the classify table.",
+        formatter_class=HelpFormatter,
     )
     catalog.add_argument(
         "--exit-codes", action="store_true", help="print the exit-code table of docs/lifecycle.md instead"
@@ -87,6 +99,7 @@ def build_parser(argv: Sequence[str] | None = None, commands: dict[str, str] | N
         description="Create a CURVE key pair per name: DIR/NAME.key (public: give it to the peer) and "
         "DIR/NAME.key_secret (mode 0600: keep it on the host that uses it). The server allows stages by "
         "their public keys (serve --link-allow); each stage trusts the server's (stage --server-key).",
+        formatter_class=HelpFormatter,
     )
     keys.add_argument("directory", type=Path, metavar="DIR", help="where to write the files (created 0700)")
     keys.add_argument("names", nargs="+", metavar="NAME", help="one key pair per name, e.g. serve code2wav")

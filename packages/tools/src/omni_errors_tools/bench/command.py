@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from omni_errors_cli import HelpFormatter
+
 
 def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register `bench` on the `omni-errors` command's subparsers."""
@@ -15,7 +17,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         description="Measure omni-errors side by side with its baselines, each figure in the same run as its "
         "baseline: the frame codec against msgspec, msgpack and cloudpickle, and the sanitizer against vLLM's "
         "sanitize_message, case by case: the installed vLLM's and that of each --vllm-env, newest first.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     bench.add_argument("--strict", action="store_true", help="exit 1 when a target ratio (the TARGET column) is missed")
     bench.add_argument(

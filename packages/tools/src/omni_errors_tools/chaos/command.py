@@ -14,6 +14,7 @@ import signal
 import sys
 
 from omni_errors.fatal.exitcodes import exit_code_for_signal
+from omni_errors_cli import HelpFormatter
 from omni_errors_tools.chaos.scenarios import SCENARIOS, TARGETS, of_target
 
 __all__ = ["add_arguments", "add_command", "run_cli"]
@@ -59,6 +60,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         description="Replay fault scenarios against fresh servers; report each request's outcome, "
         "time to all answered, exit codes, orphan processes and leftover shm. Exits 1 if any check fails.",
         epilog=VLLM_OMNI_NEEDS,
+        formatter_class=HelpFormatter,
     )
     add_arguments(chaos)
     chaos.set_defaults(func=run_cli)

@@ -3,7 +3,8 @@
 Each transport's routes are one module of `omni_errors_tools.pipeline.routes` (chat JSON + SSE, speech,
 jobs, WebSocket, health and models); `/metrics` is vLLM's own. Every error leaves through
 `omni_errors.server.install` (HTTP), `sse_guard` (streams after their headers) or
-`websocket_errors` (WebSocket), all of which report through `omni_errors.semantics.reporting`.
+`websocket_errors` (WebSocket), all of which report through `omni_errors.semantics.reporting`;
+each answer of a request given an id carries it in `x-request-id` (`RequestIdHeader`).
 A body over `Limits.max_body_bytes` is answered 413 before it is read (`BodyLimit`, inside the
 instrumentation so that the 413 is counted). `/openapi.json` states every error status each
 operation answers, with the one `ErrorResponse` schema (`document_errors`); `/metrics` answers
@@ -15,6 +16,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.server import BodyLimit, document_errors, install
+from omni_errors_tools.pipeline.request_ids import RequestIdHeader
 from omni_errors_tools.pipeline.routes import chat, health, jobs, speech, websocket
 from omni_errors_tools.pipeline.schemas import Limits
 from omni_errors_tools.pipeline.service import Service
@@ -37,6 +39,7 @@ def build_app(service: Service, limits: Limits, *, retry_after_s: int = RETRY_AF
     for module in (health, chat, speech, jobs, websocket):
         app.include_router(module.routes(service, limits))
     document_errors(app, every_operation=(413, 500))
+    app.add_middleware(RequestIdHeader)  # outermost: every answer, the instrumentation's own included
     return app
 
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from omni_errors.render.http import RETRY_AFTER_S
+from omni_errors_cli import HelpFormatter
 from omni_errors_tools.pipeline.defaults import DEFAULT_MAX_BODY_BYTES, DEFAULT_MODEL
 from omni_errors_tools.pipeline.faults import PROCESS_KINDS
 
@@ -73,7 +74,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the Retry-After of a 503 that does not say when to retry itself (default: %(default)s)",
     )
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="what the log says"
+    )
     f = p.add_argument_group("fault injection (off by default; for demos and tests)")
     f.add_argument("--fault", choices=PROCESS_KINDS, help="inject this fault into a stage process")
     f.add_argument("--fault-stage", type=int, default=0, choices=[0, 1, 2], help="0 thinker, 1 talker, 2 code2wav")
@@ -103,7 +106,22 @@ def _inherited_listener(fd: int) -> socket.socket:
     return sock
 
 
+def _listener(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port (port 0: a free one), bound before any stage starts, so that a
+    taken port is said at once rather than after the stages' start; OSError if it cannot be bound."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: no wait after a restart
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's backlog
+    except OSError:
+        sock.close()
+        raise
+    return sock  # not inheritable (Python's default): the stage processes never hold the port
+
+
 def _run_serve(args: argparse.Namespace) -> int:
+    from omni_errors.fatal.exitcodes import ExitCode
     from omni_errors.fatal.fast_exit import skip_final_collections
     from omni_errors_tools.lifecycle.remote.config import LinkConfigError
     from omni_errors_tools.pipeline.remote import USAGE, link_config
@@ -116,14 +134,22 @@ def _run_serve(args: argparse.Namespace) -> int:
     except LinkConfigError as exc:
         sys.stderr.write(f"omni-errors serve: {exc}\n")
         return USAGE
-    listener, host, port = None, args.host, args.port
     if args.fd is not None:
         try:
             listener = _inherited_listener(args.fd)
         except OSError as exc:
             sys.stderr.write(f"omni-errors serve: --fd {args.fd}: {exc.strerror or exc}\n")
             return USAGE
-        host, port = listener.getsockname()[:2]
+    else:
+        try:
+            listener = _listener(args.host, args.port)
+        except OSError as exc:  # EADDRINUSE, EADDRNOTAVAIL, EACCES, an unknown host name
+            sys.stderr.write(
+                f"omni-errors serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+                f"(choose another with --host/--port); exit code {int(ExitCode.CANNOT_LISTEN)}\n"
+            )
+            return ExitCode.CANNOT_LISTEN
+    host, port = listener.getsockname()[:2]
 
     import asyncio
 
@@ -183,7 +209,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "and an OpenAI-style API in front of them; with --remote-stage, a stage joins from another host "
         "instead. Exits non-zero when the pipeline dies (exit codes: docs/lifecycle.md).",
         epilog=TWO_HOSTS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     _serve_args(serve)
     add_link_arguments(serve)

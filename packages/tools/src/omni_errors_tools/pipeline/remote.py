@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from omni_errors_cli import HelpFormatter
 from omni_errors_tools.pipeline.service import ENGINES, STAGE_NAMES
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def add_stage_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "encrypted and authenticated (CURVE) unless --plaintext, which only loopback allows. Exit codes are "
         "the lifecycle's: 0 told to stop, 80/81 fatal, 82 could not join, 83 the server went silent.",
         epilog=TWO_HOSTS,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     stage.add_argument("name", choices=STAGE_NAMES, metavar="NAME", help=f"the stage: {', '.join(STAGE_NAMES)}")
     stage.add_argument("--connect", default=DEFAULT_LINK, metavar="tcp://ADDR:PORT", help="the server's --link-bind")

@@ -1,11 +1,13 @@
 """`omni-errors serve`: start the stages, then uvicorn; exit with the pipeline's exit code.
 
-Order of events, as vLLM's API server does it: the stages start first (a startup failure exits 82
-before the port is bound); then uvicorn serves. When the pipeline dies, the supervisor has already
-answered every in-flight request; its dead callback tells uvicorn to stop, `/health` answers 503
-until the listener closes, and the process exits non-zero through normal interpreter shutdown.
-SIGINT stops at once (in-flight requests get 503, exit 130); SIGTERM drains first (exit 143);
-a second SIGINT kills the stages and uvicorn's remaining connections.
+Order of events, as vLLM's API server does it: the command binds the listening socket first (a taken
+port exits 87 at once, not after the stages' start; connections wait in its backlog meanwhile); the
+stages start (a startup failure exits 82 before anything is served); then uvicorn serves. When the
+pipeline dies, the supervisor has already answered every in-flight request; its dead callback tells
+uvicorn to stop, `/health` answers 503 until the listener closes, and the process exits non-zero
+through normal interpreter shutdown. SIGINT stops at once (in-flight requests get 503, exit 130);
+SIGTERM drains first (exit 143); a second SIGINT kills the stages and uvicorn's remaining
+connections.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> ExitCode
         logger.critical("pipeline failed to start: %s", exc)
         return ExitCode.STARTUP_FAILURE
     finally:
-        sup.remove_signal_handlers()
+        if not sup.health().ok:  # else they stay until uvicorn's take over: Ctrl+C stays a clean stop
+            sup.remove_signal_handlers()
     if not sup.health().ok:
         await sup.wait_dead()
         return sup.exit_code
@@ -111,7 +114,9 @@ async def serve(cfg: ServeConfig, sock: socket.socket | None = None) -> ExitCode
     )
     server = _Uvicorn(config, sup, loop)
     sup.add_dead_callback(lambda: setattr(server, "should_exit", True))
-    await server.serve(sockets=[sock] if sock is not None else None)
+    sup.remove_signal_handlers()  # uvicorn's own from here on (`serve` installs them first thing)
+    if sup.health().ok:  # else a signal or a failure came while the app was built
+        await server.serve(sockets=[sock] if sock is not None else None)
     if sup.health().state in (State.RUNNING, State.STARTING):
         await sup.shutdown(exit_code=ExitCode.OK)
     await sup.wait_dead()

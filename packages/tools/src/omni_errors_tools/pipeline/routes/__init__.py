@@ -13,10 +13,9 @@ after its headers), `websocket_errors` (WebSocket), or the job store (`JobStore.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from omni_errors.semantics.ids import request_id_fits
+from omni_errors_tools.pipeline.request_ids import acceptable_id, request_id
 
 __all__ = ["AUDIO_200", "FAULT_HEADER", "acceptable_id", "request_id"]
 
@@ -28,15 +27,3 @@ AUDIO_200: dict[int | str, dict[str, Any]] = {
         "content": {m: {"schema": {"type": "string", "format": "binary"}} for m in ("audio/wav", "audio/pcm")},
     }
 }
-
-
-def acceptable_id(value: str) -> bool:
-    """Whether a client's id can name its request: printable, and short enough for the record to carry."""
-    return value.isprintable() and request_id_fits(value)
-
-
-def request_id(prefix: str, header: str | None) -> str:
-    """The client's `x-request-id` when it is an acceptable id, else a fresh `prefix-<hex>`."""
-    if header and acceptable_id(header):
-        return header
-    return f"{prefix}-{uuid.uuid4().hex}"
