@@ -24,12 +24,12 @@ OMNI_SUITES ?= tests/vllm_omni tests/semantics tests/server
 # vLLM 0.34.0 as published does not resolve (lock-overrides-vllm034.txt says why); its lock is made with
 # that one override and installed as pinned. The suites that use vLLM's classes run there; their modules
 # whose subject no vLLM release changes run on .venv's alone (VLLM034_SAME: the chaos runner's fault
-# scenarios, 7 of the 17 minutes the suites took there on a loaded machine, and the remote link between
-# network namespaces).
+# scenarios, 7 of the 17 minutes the suites took there on a loaded machine, the docs' tour, and the remote
+# link between network namespaces).
 VLLM034_VENV := .venv-vllm034
 VLLM034_BIN  := $(VLLM034_VENV)/bin
 VLLM034_SUITES := tests/semantics tests/server tests/pipeline tests/lifecycle tests/audit/test_audit_names.py
-VLLM034_SAME := tests/pipeline/test_chaos.py tests/lifecycle/test_remote_netns.py
+VLLM034_SAME := tests/pipeline/test_chaos.py tests/pipeline/test_tour.py tests/lifecycle/test_remote_netns.py
 # The multi-node cases (a real head and --headless stages in two network namespaces) are their own job;
 # those of LLM stages run with the other LLM-stage cases (OMNI_LLM_TESTS).
 MULTINODE_TESTS := tests/vllm_omni/test_multinode_*.py
