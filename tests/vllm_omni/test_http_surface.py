@@ -9,8 +9,12 @@ the level-2 sleep, which nothing undoes, is last.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -387,6 +391,52 @@ def test_a_failed_video_job_reads_back_under_schemathesis_links(server: OmniServ
     for job in failed:  # the whole record, as the document's `VideoError` declares it
         assert set(job["error"]) == {"code", "message", "type", "param", "request_id", "stage_id"}, job
         assert (job["error"]["code"], job["error"]["type"]) == (503, "ServiceUnavailableError"), job
+
+
+def test_a_client_generated_from_the_document_reads_a_failed_video_job_back(server: OmniServer, tmp_path: Path) -> None:
+    """openapi-python-client on the server's `/openapi.json` (vLLM's own schemas it cannot read are
+    left out with a warning: the video routes are not among them): its `retrieve_video` parses a
+    failed job as a `VideoResponse` whose `VideoError` is the whole record, its `download_video` the
+    stored record as an `ErrorResponse` with its status."""
+    (tmp_path / "openapi.json").write_text(server.get("/openapi.json").text)
+    (tmp_path / "config.yaml").write_text("post_hooks: []\npackage_name_override: omni_client\n")
+    tool = Path(sys.executable).with_name("openapi-python-client")
+    args = ["generate", "--path", "openapi.json", "--config", "config.yaml", "--meta", "none"]
+    done = subprocess.run([str(tool), *args, "--output-path", "omni_client"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        client = importlib.import_module("omni_client").Client(base_url=server.url, raise_on_unexpected_status=True)
+        api = "omni_client.api.default"
+        retrieve = importlib.import_module(f"{api}.retrieve_video_v1_videos_video_id_get")
+        download = importlib.import_module(f"{api}.download_video_v1_videos_video_id_content_get")
+        models = importlib.import_module("omni_client.models")
+        created = httpx.post(f"{server.url}/v1/videos", data={"prompt": "a cat"}, timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        metadata = _ended(lambda: retrieve.sync_detailed(client=client, video_id=created.json()["id"]))
+        content = download.sync_detailed(client=client, video_id=created.json()["id"])
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.split(".")[0] == "omni_client"]:
+            del sys.modules[name]
+    assert metadata.status_code == 200 and isinstance(metadata.parsed, models.VideoResponse), metadata.content
+    assert metadata.parsed.status.value == "failed"
+    error = metadata.parsed.error
+    assert isinstance(error, models.VideoError)
+    assert (error.code, error.type_, error.param) == (503, "ServiceUnavailableError", None)
+    assert "No final video output stage" in error.message
+    assert content.status_code == 503 and isinstance(content.parsed, models.ErrorResponse), content.content
+    assert content.parsed.error.to_dict() == {k: v for k, v in error.to_dict().items() if v is not None or k == "param"}
+
+
+def _ended(read: Callable[[], Any]) -> Any:
+    """`read()` (a job's metadata) once the job is neither queued nor in progress, within the deadline."""
+    deadline = time.monotonic() + TIMEOUT
+    while (response := read()).status_code == 200 and response.parsed.status.value in ("queued", "in_progress"):
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.05)
+    return response
 
 
 def _is_a_failed_jobs_stored_record(response: Any) -> bool:

@@ -340,7 +340,7 @@ TARGETS: tuple[Target, ...] = (
            upstream="jobs store the record"),
     Target(f"{_E}.openai.api_server", None, "retrieve_video", "video_jobs:make_retrieve_video", Kind.GUARD,
            {_R030: "10d7c239628198dd"}, upstreamed={_R030: "67de06b28e8d8f87"},
-           relies_on=("router", "VIDEO_STORE", "VideoGenerationStatus.FAILED", "VideoResponse"),
+           relies_on=("router", "VIDEO_STORE", "VideoGenerationStatus.FAILED"),
            process=Process.API_SERVER, hop=Hop.HTTP,
            does="the route's endpoint: a failed job's metadata is 200 with the video object, its `error` the whole "
                 "stored record (vLLM-Omni answered the stored status, with a body no schema declared), and "
