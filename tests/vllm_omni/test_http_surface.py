@@ -407,15 +407,17 @@ def test_a_client_generated_from_the_document_reads_a_failed_video_job_back(serv
     assert done.returncode == 0, done.stdout + done.stderr
     sys.path.insert(0, str(tmp_path))
     try:
-        client = importlib.import_module("omni_client").Client(base_url=server.url, raise_on_unexpected_status=True)
         api = "omni_client.api.default"
         retrieve = importlib.import_module(f"{api}.retrieve_video_v1_videos_video_id_get")
         download = importlib.import_module(f"{api}.download_video_v1_videos_video_id_content_get")
         models = importlib.import_module("omni_client.models")
         created = httpx.post(f"{server.url}/v1/videos", data={"prompt": "a cat"}, timeout=TIMEOUT)
         assert created.status_code == 200, created.text
-        metadata = _ended(lambda: retrieve.sync_detailed(client=client, video_id=created.json()["id"]))
-        content = download.sync_detailed(client=client, video_id=created.json()["id"])
+        video_id = created.json()["id"]
+        generated = importlib.import_module("omni_client").Client
+        with generated(base_url=server.url, timeout=httpx.Timeout(TIMEOUT), raise_on_unexpected_status=True) as client:
+            metadata = _ended(lambda: retrieve.sync_detailed(client=client, video_id=video_id))
+            content = download.sync_detailed(client=client, video_id=video_id)
     finally:
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.split(".")[0] == "omni_client"]:
