@@ -23,6 +23,8 @@ from typing import Any
 from omni_errors import OmniErrorDetails
 from pydantic import BaseModel
 
+from omni_errors_vllm_omni.patching import point_route
+
 __all__ = ["RecordFields", "document_video_jobs", "make_download_video", "make_retrieve_video", "make_video_error"]
 
 _RETRIEVE = ("get", "/v1/videos/{video_id}")
@@ -73,7 +75,7 @@ def make_retrieve_video(module: ModuleType, original: Any) -> Any:
         content["error"] = job.error.model_dump(mode="json")  # a stored record's own fields, all of them
         return JSONResponse(content=content, status_code=200)
 
-    _point_route(module, original, retrieve_video)
+    point_route(module.router, original, retrieve_video)
     return retrieve_video
 
 
@@ -88,14 +90,8 @@ def make_download_video(module: ModuleType, original: Any) -> Any:
             return await original(video_id)
         return stored_error_response(job.error.model_dump())
 
-    _point_route(module, original, download_video)
+    point_route(module.router, original, download_video)
     return download_video
-
-
-def _point_route(module: ModuleType, original: Any, replacement: Any) -> None:
-    for route in module.router.routes:
-        if getattr(route, "endpoint", None) is original:
-            route.endpoint = replacement
 
 
 def document_video_jobs(app: Any) -> None:
