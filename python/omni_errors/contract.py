@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # resolved lazily by __getattr__ at run time; `as` marks the 
     from omni_errors.fatal.exitcodes import ExitCode as ExitCode, stage_exit_code as stage_exit_code
     from omni_errors.fatal.step_deadline import StepDeadline as StepDeadline, step_deadline_s as step_deadline_s
     from omni_errors.link_watch import LinkWatch as LinkWatch, RemoteReplica as RemoteReplica, head_links as head_links
-    from omni_errors.render import error_response as error_response
+    from omni_errors.render import error_info as error_info, error_response as error_response
+    from omni_errors.render.jobs import stored_error_response as stored_error_response
     from omni_errors.semantics.classification import classify as classify
     from omni_errors.semantics.core_table import (
         fatal_record as fatal_record,
@@ -99,7 +100,9 @@ _LAZY = {
     "RemoteReplica": "omni_errors.link_watch",
     "head_links": "omni_errors.link_watch",
     # the API server's boundary
+    "error_info": "omni_errors.render",
     "error_response": "omni_errors.render",
+    "stored_error_response": "omni_errors.render.jobs",
     "AdmissionGate": "omni_errors.server.admission",
     "AdmissionState": "omni_errors.server.admission",
     "all_or_nothing": "omni_errors.server.admission",

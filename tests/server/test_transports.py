@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from omni_errors.render.http import RETRY_AFTER_S
+from omni_errors.render.jobs import stored_error_response
 from omni_errors.render.websocket import CLIENT_CLOSE_CODE, SERVER_CLOSE_CODE
 from prometheus_client.parser import text_string_to_metric_families
 from semantics_app import CASES, FATAL_SEEN, NO_FALLBACK, SECRET, Case, Server
@@ -185,12 +186,17 @@ def test_async_job_flow(server: Server) -> None:
     content = httpx.get(f"{server.base}/jobs/{job_id}/content", timeout=10)
     assert content.status_code == 504  # the stored status, not a guessed one
     assert content.json() == {"error": expected_error}
+    # A server that keeps the embedded object instead of the frame (vLLM-Omni's video jobs) answers the same.
+    replayed = stored_error_response(metadata.json()["error"])
+    assert (replayed.status_code, json.loads(bytes(replayed.body))) == (504, {"error": expected_error})
     BODIES.extend([metadata.text, content.text])
 
     client_job = httpx.post(f"{server.base}/jobs", params={"fail": "validation"}, timeout=10).json()
     content = httpx.get(f"{server.base}/jobs/{client_job['id']}/content", timeout=10)
     assert content.status_code == content.json()["error"]["code"] == 400
     assert content.json()["error"]["param"] == "temperature"
+    replayed = stored_error_response(httpx.get(f"{server.base}/jobs/{client_job['id']}", timeout=10).json()["error"])
+    assert (replayed.status_code, json.loads(bytes(replayed.body))) == (400, content.json())
 
     done = httpx.post(f"{server.base}/jobs", timeout=10).json()
     assert done["status"] == "completed" and done["error"] is None

@@ -9,8 +9,12 @@ the level-2 sleep, which nothing undoes, is last.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ import schemathesis
 from http_contract import error_body_is_the_record
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from hypothesis.stateful import run_state_machine_as_test
 from omni_errors.render.http import RETRY_AFTER_S
 from omni_errors.server.openapi import ERROR_SCHEMAS
 from omni_errors.server.vllm_api import API_ERROR_STATUSES
@@ -170,11 +175,17 @@ def test_a_route_this_deployment_does_not_serve_says_so_as_vllm_does(
 
 @pytest.mark.parametrize(
     ("method", "path", "allowed"),
-    [("DELETE", "/health", "GET"), ("GET", "/v1/omni/sleep", "POST"), ("OPTIONS", "/ping", "GET, POST")],
+    [
+        ("DELETE", "/health", "GET"),
+        ("GET", "/v1/omni/sleep", "POST"),
+        ("OPTIONS", "/ping", "GET, POST"),
+        ("OPTIONS", "/v1/videos/sync", "POST"),
+    ],
 )
 def test_a_405_allows_every_method_of_its_path(server: OmniServer, method: str, path: str, allowed: str) -> None:
-    """RFC 9110: `Allow` on every 405, naming every method the path serves (vLLM registers `GET /ping`
-    and `POST /ping` as two routes; Starlette's own header names only the first)."""
+    """RFC 9110: `Allow` on every 405, naming every method the path asked for serves (vLLM registers
+    `GET /ping` and `POST /ping` as two routes; Starlette's own header names only the first), and
+    only its own: `/v1/videos/{video_id}`'s `GET` and `DELETE` also match `/v1/videos/sync`."""
     response = httpx.request(method, f"{server.url}{path}", timeout=TIMEOUT)
     assert response.status_code == 405
     assert error_of(response)["type"] == "MethodNotAllowedError"
@@ -274,23 +285,32 @@ def _checks() -> list[Any]:
     return checks
 
 
-def _new_failures(case: Any, baseline: Baseline) -> list[str]:
-    """Call `case` (within the deadline: an unanswered request raises) and run every check on its
-    answer; the failures the baseline does not hold (added to it with `UPDATE_ENV`)."""
-    response = case.call(timeout=TIMEOUT)
-    new: list[str] = []
+def _unexplained(case: Any, response: Any, baseline: Baseline) -> list[tuple[str, Failure]]:
+    """Every check on `case`'s `response`; the failures the baseline does not hold, with their
+    check's name (added to the baseline with `UPDATE_ENV`)."""
+    found: list[tuple[str, Failure]] = []
     for check in _checks():
         try:
             case.validate_response(response, checks=[check])
         except (FailureGroup, Failure) as raised:
             for failure in raised.exceptions if isinstance(raised, FailureGroup) else [raised]:
                 if baseline.match(failure, check.__name__) is None:
-                    new.append(f"{case.method} {case.path} {response.status_code} {check.__name__}: {failure.title}")
+                    found.append((check.__name__, failure))
                     known = {entry.identity for entry in baseline.entries}
                     if os.environ.get(UPDATE_ENV) and failure_identity(failure, check.__name__) not in known:
                         baseline.entries.append(BaselineEntry.from_failure(failure, check=check.__name__))
                         baseline.save(BASELINE)  # a reviewer then gives each new entry its reason
-    return new
+    return found
+
+
+def _new_failures(case: Any, baseline: Baseline) -> list[str]:
+    """Call `case` (within the deadline: an unanswered request raises) and run every check on its
+    answer; the failures the baseline does not hold."""
+    response = case.call(timeout=TIMEOUT)
+    return [
+        f"{case.method} {case.path} {response.status_code} {name}: {failure.title}"
+        for name, failure in _unexplained(case, response, baseline)
+    ]
 
 
 def test_every_operation_under_schemathesis(server: OmniServer) -> None:
@@ -322,6 +342,116 @@ def test_every_operation_under_schemathesis(server: OmniServer) -> None:
             except Unsatisfiable:  # no case of this mode exists (a negative case of an operation without inputs)
                 continue
     assert not new, "failures not in the baseline:\n" + "\n".join(sorted(set(new)))
+
+
+def test_a_failed_video_job_reads_back_under_schemathesis_links(server: OmniServer) -> None:
+    """Schemathesis's state machine over the video job routes, its links inferred from the document
+    (`POST /v1/videos` -> `GET /v1/videos/{video_id}`, its content, its `DELETE`), positive cases:
+    every job this server makes fails (its model serves images: "No final video output stage", 503),
+    and reading it back answers what docs/errors.md says for every job. Every check runs on every
+    step; a failure passes only when the baseline holds it (the creation's form, vLLM-Omni's) or it
+    is a failed job's content answering its stored 503 (`not_a_server_error` counts every 5xx)."""
+    config = schemathesis.Config.from_dict({"generation": {"mode": "positive"}})
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", config=config)
+    baseline = Baseline.load(BASELINE)
+    new: list[str] = []
+    read_back: list[dict[str, Any]] = []
+
+    # The list is left out: its links read whatever jobs earlier runs left, and Hypothesis requires
+    # each run to draw the same kinds of values as the one before.
+    jobs = schema.include(path_regex=r"^/v1/videos(/\{video_id\}(/content)?)?$").exclude(
+        path="/v1/videos", method="GET"
+    )
+
+    class Links(jobs.as_state_machine()):  # type: ignore[misc]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"timeout": TIMEOUT}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            if (case.method, case.operation.path, response.status_code) == ("GET", "/v1/videos/{video_id}", 200):
+                read_back.append(response.json())
+            for name, failure in _unexplained(case, response, baseline):
+                if name == "not_a_server_error" and _is_a_failed_jobs_stored_record(response):
+                    continue
+                new.append(f"{case.method} {case.path} {response.status_code} {name}: {failure.title}")
+
+    steps = settings(
+        max_examples=EXAMPLES * 4,
+        stateful_step_count=6,
+        derandomize=True,
+        deadline=None,
+        phases=[Phase.generate],  # no replay: the server's jobs, which links read, change between runs
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    run_state_machine_as_test(Links, settings=steps)
+    assert not new, "failures not in the baseline:\n" + "\n".join(sorted(set(new)))
+    failed = [job for job in read_back if job["status"] == "failed"]
+    assert failed, f"no failed job was read back ({len(read_back)} reads)"
+    for job in failed:  # the whole record, as the document's `VideoError` declares it
+        assert set(job["error"]) == {"code", "message", "type", "param", "request_id", "stage_id"}, job
+        assert (job["error"]["code"], job["error"]["type"]) == (503, "ServiceUnavailableError"), job
+
+
+def test_a_client_generated_from_the_document_reads_a_failed_video_job_back(server: OmniServer, tmp_path: Path) -> None:
+    """openapi-python-client on the server's `/openapi.json` (vLLM's own schemas it cannot read are
+    left out with a warning: the video routes are not among them): its `retrieve_video` parses a
+    failed job as a `VideoResponse` whose `VideoError` is the whole record, its `download_video` the
+    stored record as an `ErrorResponse` with its status."""
+    (tmp_path / "openapi.json").write_text(server.get("/openapi.json").text)
+    (tmp_path / "config.yaml").write_text("post_hooks: []\npackage_name_override: omni_client\n")
+    tool = Path(sys.executable).with_name("openapi-python-client")
+    args = ["generate", "--path", "openapi.json", "--config", "config.yaml", "--meta", "none"]
+    done = subprocess.run([str(tool), *args, "--output-path", "omni_client"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    sys.path.insert(0, str(tmp_path))
+    try:
+        api = "omni_client.api.default"
+        retrieve = importlib.import_module(f"{api}.retrieve_video_v1_videos_video_id_get")
+        download = importlib.import_module(f"{api}.download_video_v1_videos_video_id_content_get")
+        models = importlib.import_module("omni_client.models")
+        created = httpx.post(f"{server.url}/v1/videos", data={"prompt": "a cat"}, timeout=TIMEOUT)
+        assert created.status_code == 200, created.text
+        video_id = created.json()["id"]
+        generated = importlib.import_module("omni_client").Client
+        with generated(base_url=server.url, timeout=httpx.Timeout(TIMEOUT), raise_on_unexpected_status=True) as client:
+            metadata = _ended(lambda: retrieve.sync_detailed(client=client, video_id=video_id))
+            content = download.sync_detailed(client=client, video_id=video_id)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.split(".")[0] == "omni_client"]:
+            del sys.modules[name]
+    assert metadata.status_code == 200 and isinstance(metadata.parsed, models.VideoResponse), metadata.content
+    assert metadata.parsed.status.value == "failed"
+    error = metadata.parsed.error
+    assert isinstance(error, models.VideoError)
+    assert (error.code, error.type_, error.param) == (503, "ServiceUnavailableError", None)
+    assert "No final video output stage" in error.message
+    assert content.status_code == 503 and isinstance(content.parsed, models.ErrorResponse), content.content
+    assert content.parsed.error.to_dict() == {k: v for k, v in error.to_dict().items() if v is not None or k == "param"}
+
+
+def _ended(read: Callable[[], Any]) -> Any:
+    """`read()` (a job's metadata) once the job is neither queued nor in progress, within the deadline."""
+    deadline = time.monotonic() + TIMEOUT
+    while (response := read()).status_code == 200 and response.parsed.status.value in ("queued", "in_progress"):
+        assert time.monotonic() < deadline, "the job did not end"
+        time.sleep(0.05)
+    return response
+
+
+def _is_a_failed_jobs_stored_record(response: Any) -> bool:
+    """`response` is a job's content, the job failed, and the answer is the record its metadata
+    embeds, with that record's status."""
+    url = str(response.request.url)
+    if not url.endswith("/content"):
+        return False
+    metadata = httpx.get(url.removesuffix("/content"), timeout=TIMEOUT)
+    if metadata.status_code != 200 or metadata.json().get("status") != "failed":
+        return False
+    stored = {k: v for k, v in metadata.json()["error"].items() if v is not None or k == "param"}
+    return response.status_code == stored["code"] and response.json() == {"error": stored}
 
 
 def test_a_level_2_sleep_answers_every_request_and_its_wake_up_names_the_stage(server: OmniServer) -> None:

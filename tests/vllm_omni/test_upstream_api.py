@@ -20,6 +20,27 @@ def test_a_failed_video_job_stores_its_record(tree: str, request: pytest.Fixture
 
 
 @pytest.mark.parametrize("tree", ["release", "series"])
+def test_a_failed_video_job_reads_back_as_every_job_does(tree: str, request: pytest.FixtureRequest) -> None:
+    """docs/errors.md's rule for async jobs, through vLLM-Omni's own routes: the release with the
+    plugin's two route wraps and the patched tree with nothing patched there answer the metadata of
+    a failed job 200 with its whole record, its content with the stored status and envelope, and
+    declare the metadata's 200 as `VideoResponse`, whose `VideoError` has the record's fields."""
+    report = probe_report(tree, request)
+    read_back = report["video_read_back"]
+    assert read_back["patched"] == [tree == "release"] * 2
+    message = "No final video output stage found"
+    record = {"code": 503, "message": message, "type": "ServiceUnavailableError", "param": None, "stage_id": 0}
+    assert read_back["metadata"] == [200, "failed", {**record, "request_id": None}]
+    assert read_back["content"] == [
+        503,
+        str(RETRY_AFTER_S),
+        {"error": {"message": message, "type": "ServiceUnavailableError", "param": None, "code": 503, "stage_id": 0}},
+    ]
+    assert read_back["declared"] == {"$ref": "#/components/schemas/VideoResponse"}
+    assert read_back["error_fields"] == ["code", "message", "param", "request_id", "stage_id", "type"]
+
+
+@pytest.mark.parametrize("tree", ["release", "series"])
 def test_after_a_fatal_failure_a_request_is_not_aborted_through_the_pipeline(
     tree: str, request: pytest.FixtureRequest
 ) -> None:

@@ -752,6 +752,48 @@ report["video"] = {
 """
 
 
+#: A failed video job read back through vLLM-Omni's own routes (its router, in an app with the API
+#: server's handlers, over ASGI): the metadata (200, the job's `error` the whole record), the content
+#: (the stored status and envelope), and what `/openapi.json` declares for the metadata's 200.
+_VIDEO_READ_BACK = r"""
+import asyncio
+import httpx
+from fastapi import FastAPI
+from omni_errors import OmniServiceUnavailableError
+import vllm_omni.entrypoints.openai.api_server as api_server
+from vllm_omni.entrypoints.openai.protocol.videos import VideoGenerationStatus, VideoResponse
+from vllm_omni.entrypoints.openai.stores import VIDEO_STORE
+
+app = FastAPI()
+app.include_router(api_server.router)
+api_server._register_omni_exception_handlers(app)
+app.state.api_server_count = 1
+failure = OmniServiceUnavailableError("No final video output stage found", stage_id=0)
+stored = helpers._video_error_from_exception(failure)
+
+
+async def read_back():
+    job = VideoResponse(model="m", prompt="p", id="video_failed", status=VideoGenerationStatus.FAILED, error=stored)
+    await VIDEO_STORE.upsert(job.id, job)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://probe") as client:
+        metadata = await client.get("/v1/videos/video_failed")
+        content = await client.get("/v1/videos/video_failed/content")
+    await VIDEO_STORE.pop(job.id)
+    return metadata, content
+
+
+metadata, content = asyncio.run(read_back())
+operation = app.openapi()["paths"]["/v1/videos/{video_id}"]["get"]
+report["video_read_back"] = {
+    "patched": [is_patched(api_server.retrieve_video), is_patched(api_server.download_video)],
+    "metadata": [metadata.status_code, metadata.json()["status"], metadata.json()["error"]],
+    "content": [content.status_code, content.headers.get("retry-after"), content.json()],
+    "declared": operation["responses"]["200"]["content"]["application/json"]["schema"],
+    "error_fields": sorted(app.openapi()["components"]["schemas"]["VideoError"]["properties"]),
+}
+"""
+
+
 _SENDS = r"""
 import asyncio
 import logging
@@ -1420,6 +1462,7 @@ COMPARED = (
     _EXECUTOR,
     _MODELS,
     _VIDEO,
+    _VIDEO_READ_BACK,
     _MESSAGES,
     _HEAD,
     _SENDS,

@@ -1,9 +1,12 @@
 """Async jobs (video, batch): the failure is stored once, as the canonical record, and read back as is.
 
-- metadata of a failed job: HTTP 200 with the embedded `error` object (as OpenAI's batch and video
-  APIs do): the metadata request itself succeeded;
+- metadata of a failed job: HTTP 200 with the embedded `error` object, the whole record (as OpenAI's
+  batch and video APIs do): the metadata request itself succeeded, and the job it describes failed;
 - content of a failed job: the stored status and envelope, never a re-guessed one;
 - content of a job that has not finished: 409 (`OmniConflictError`); an unknown job id: 404.
+
+`JobStore` keeps the record's frame; a server that stores the embedded `error` object instead
+(vLLM-Omni's video jobs) answers a failed job's content with `stored_error_response`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -22,7 +26,15 @@ from omni_errors.render import error_info
 from omni_errors.render.http import http_response
 from omni_errors.semantics.reporting import report
 
-__all__ = ["Job", "JobStatus", "JobStore", "job_content", "job_metadata", "job_metadata_response"]
+__all__ = [
+    "Job",
+    "JobStatus",
+    "JobStore",
+    "job_content",
+    "job_metadata",
+    "job_metadata_response",
+    "stored_error_response",
+]
 
 JobStatus = Literal["queued", "in_progress", "completed", "failed"]
 
@@ -114,3 +126,22 @@ def job_content(job: Job) -> Response:
 def job_metadata_response(job: Job) -> JSONResponse:
     """`job_metadata` as a 200 response."""
     return JSONResponse(job_metadata(job), status_code=200)
+
+
+def stored_error_response(error: Mapping[str, Any]) -> JSONResponse:
+    """A failed job's content, from the `error` object it stored (`error_info`'s fields: `message`,
+    `type`, `param`, `code`, `request_id`, `stage_id`): the stored status and envelope.
+
+    The object carries a status, not a category: it is read as vLLM-Omni's flat carriers are
+    (`semantics.legacy`), so a stored 4xx stays the client's and a 5xx the server's."""
+    from omni_errors.semantics.legacy import from_error_message
+
+    fields = {
+        "error": error.get("message"),
+        "status_code": error.get("code"),
+        "error_type": error.get("type"),
+        "param": error.get("param"),
+        "request_id": error.get("request_id"),
+        "stage_id": error.get("stage_id"),
+    }
+    return http_response(from_error_message(fields))

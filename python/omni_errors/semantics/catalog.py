@@ -25,8 +25,8 @@ matched once that module is loaded; the table never imports it. The resulting re
 same way on every transport: HTTP status ==
 `error.code`; SSE ends with one `data: {"error": ...}` event then `data: [DONE]`; WebSocket sends one
 `{"type": "error", "error": ...}` message then closes with 1008 (client fault) or 1011 (server
-fault); async jobs store the record (metadata 200 with the embedded error, content with the stored
-status); offline code raises.
+fault); async jobs store the record (metadata 200 with the record embedded, content with the stored
+status: "Async jobs" below); offline code raises.
 
 Columns: **status** "own" means the exception carries its status (attribute in parentheses) and the
 category follows from it; **type** "from status" means the status phrase as an identifier
@@ -37,6 +37,31 @@ category follows from it; **type** "from status" means the status phrase as an i
 """
 
 _FOOTER = """
+## Async jobs: a failed job read back
+
+One rule for every kind of job: the reference pipeline's speech jobs (`/v1/jobs`) and vLLM-Omni's
+video jobs (`/v1/videos`, with the plugin on the 0.30 release and on the upstream series' tree).
+
+- its metadata (`GET /v1/jobs/{id}`, `GET /v1/videos/{id}`) answers 200: the job object, `status:
+  "failed"`, its `error` the whole record (`message`, `type`, `param`, `code`, `request_id`,
+  `stage_id`);
+- its content (`GET /v1/jobs/{id}/content`, `GET /v1/videos/{id}/content`) answers the stored
+  status (`error.code`) with the error envelope `{"error": {...}}` of the same record.
+
+A speech job still running answers its content 409 `ConflictError` (a video job, vLLM-Omni's 404);
+an unknown id is 404 `NotFoundError`.
+Each server's `/openapi.json` declares it: the metadata's 200 is the job's schema, whose `error` has
+the record's fields, so a client generated from it reads a failed job's record.
+
+Why (the RFC's open question 4): a status says how the request went, not how an earlier one did.
+A metadata request asks for the job, and the job was found: it succeeded, and what it reads is that
+the job failed. Answering the stored status there made one read 200 or 5xx by an earlier request's
+fate, counted a healthy server's reads as server errors, and gave a 503 a body that was neither the
+error envelope it declares nor the job. OpenAI's batch and video APIs answer 200 with `status` and
+`error`, so their clients read ours unchanged. The content never came to exist: that request fails
+for the reason the job did, so it answers the stored record as it was stored, never a status guessed
+again when read (the RFC: jobs "do not guess a new status when retrieved").
+
 Notes:
 
 - Raw `ValueError`/`TypeError`/`OverflowError`/`NotImplementedError` rows are vLLM's migration

@@ -2,6 +2,8 @@
 each with the one `ErrorResponse` schema, the envelope `omni_errors.render.error_info` writes.
 
 - `error_responses(*statuses)` is a route's `responses=`: the statuses that route itself answers;
+- `job_responses()` is a job route's 200: the job object, whose `error` is the record once the job
+  failed (`omni_errors.render.jobs.job_metadata`; docs/errors.md, "Async jobs");
 - `document_errors(app, every_operation=...)` makes `app.openapi()` add the statuses every
   operation can answer (the safety net's 500, a body limit's 413), those an operation whose path
   names a resource can answer (`templated`: 404, it does not exist), and the schema, and replace
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 from omni_errors._native import (
     MAX_ERROR_TYPE_LEN,
@@ -25,11 +27,13 @@ from omni_errors._native import (
     MAX_REQUEST_ID_LEN,
     MAX_STAGE_ID,
 )
+from omni_errors.render.jobs import JobStatus
 from omni_errors.semantics.http_status import phrase
 
-__all__ = ["ERROR_SCHEMAS", "document_errors", "error_responses"]
+__all__ = ["ERROR_SCHEMAS", "JOB_SCHEMAS", "document_errors", "error_responses", "job_responses"]
 
 _REF = "#/components/schemas/ErrorResponse"
+_JOB_REF = "#/components/schemas/Job"
 _FASTAPI_422 = "#/components/schemas/HTTPValidationError"
 _FASTAPI_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
@@ -59,6 +63,30 @@ ERROR_SCHEMAS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
     },
 }
+
+
+#: The job object `omni_errors.render.jobs.job_metadata` writes; added where a route declares it.
+JOB_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Job": {
+        "title": "Job",
+        "description": "An async job. A failed one embeds its error record (read with 200).",
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "object": {"type": "string", "enum": ["job"]},
+            "status": {"type": "string", "enum": list(get_args(JobStatus))},
+            "created_at": {"type": "integer"},
+            "error": {"anyOf": [{"$ref": "#/components/schemas/ErrorInfo"}, {"type": "null"}]},
+        },
+        "required": ["id", "object", "status", "created_at", "error"],
+        "additionalProperties": False,
+    },
+}
+
+
+def job_responses() -> dict[int | str, dict[str, Any]]:
+    """A job route's `responses=`: its 200, the `Job` object (`document_errors` adds the schema)."""
+    return {200: {"description": "The job", "content": {"application/json": {"schema": {"$ref": _JOB_REF}}}}}
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -99,6 +127,8 @@ def document_errors(
                     _declare(operation["responses"], (*common, *own))
         schemas = document.setdefault("components", {}).setdefault("schemas", {})
         schemas.update(ERROR_SCHEMAS)
+        if _JOB_REF in json.dumps(document["paths"]):
+            schemas.update(JOB_SCHEMAS)
         if _FASTAPI_422 not in json.dumps(document["paths"]):
             for name in _FASTAPI_SCHEMAS:
                 schemas.pop(name, None)

@@ -3,7 +3,7 @@
 - A route's `HTTPException(500, "... failed: {exc}")` raised while handling an exception that
   already has its meaning (a stage failure's record, or vLLM's own client error: a
   `VLLMValidationError` naming its parameter) renders that exception (`cause_first`).
-- The headers an `HTTPException` carries (`Allow` on a 405, naming every method of its path;
+- The headers an `HTTPException` carries (`Allow` on a 405, naming every method of the path asked for;
   `WWW-Authenticate`, `Retry-After`) reach the client with the record (`with_headers`).
 - A route whose serving object this deployment never built (`/v1/completions`, `/tokenize`, ...:
   an `AttributeError` on `app.state`, or on `None` in the route's body) answers as vLLM 0.33 does
@@ -97,13 +97,19 @@ def with_headers(handler: Any) -> Any:
 
 
 def _allowed(conn: Any) -> str:
-    """Every method the app serves on the request's path. Starlette's 405 names only the first
-    route that matched the path, and vLLM registers one route per method (`GET` and `POST /ping`)."""
+    """Every method the app serves on the path the request asked for: the template of the first
+    route that matched it (Starlette's choice), whichever routes serve it. Starlette's 405 names only
+    that route's methods, and vLLM registers one route per method (`GET` and `POST /ping`); a route
+    whose template also matches (`/v1/videos/{video_id}` for `/v1/videos/sync`) serves another path."""
     from starlette.routing import Match
 
     probe = {**conn.scope, "method": ""}  # no route serves it: every route of the path matches partly
+    matched = [
+        route for route in getattr(conn.scope.get("app"), "routes", ()) if route.matches(probe)[0] is Match.PARTIAL
+    ]
+    asked = getattr(matched[0], "path", None) if matched else None
     methods: set[str] = set()
-    for route in getattr(conn.scope.get("app"), "routes", ()):
-        if route.matches(probe)[0] is Match.PARTIAL:
+    for route in matched:
+        if getattr(route, "path", None) == asked:
             methods |= set(getattr(route, "methods", None) or ())
     return ", ".join(sorted(methods))

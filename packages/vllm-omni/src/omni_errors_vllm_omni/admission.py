@@ -143,6 +143,8 @@ def make_health(module: ModuleType, original: Any) -> Any:
 
     from fastapi.responses import JSONResponse
 
+    from omni_errors_vllm_omni.patching import point_route
+
     @functools.wraps(original)
     async def health(raw_request: Any) -> Any:
         response = await original(raw_request)
@@ -154,7 +156,5 @@ def make_health(module: ModuleType, original: Any) -> Any:
             return response
         return JSONResponse(content={**json.loads(bytes(response.body)), **state}, status_code=200)
 
-    for route in module.router.routes:
-        if getattr(route, "endpoint", None) is original:
-            route.endpoint = health
+    point_route(module.router, original, health)
     return health

@@ -4,9 +4,9 @@
   vLLM-Omni's own registration, so its handlers are replaced class by class, inside the Prometheus
   middleware (the error contract in `/openapi.json`, the 413 of a body over the limit, what vLLM's
   routes do with failures, the requests in flight, raw fallbacks on).
-- Error helpers that build responses inside an `except` block (the diffusion chat route's
-  `_create_error_response`, the video jobs' `_video_error_from_exception`) use the record of the
-  exception being handled, so status, `error.code`, `error.type` and the sanitized message agree.
+- An error helper that builds a response inside an `except` block (the diffusion chat route's
+  `_create_error_response`) uses the record of the exception being handled, so status,
+  `error.code`, `error.type` and the sanitized message agree (video jobs: `video_jobs`).
 - `_raise_nonfatal_error_message` raises `rebuild(record)` for an `ErrorMessage`.
 - `requests_failed_total{reason}`: a client error is counted as `client_error`, not `stage_error`.
 - `serve_http`: the core's `omni_errors.server.fatal_stop.stop_on_fatal`: on a fatal failure the
@@ -22,7 +22,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from omni_errors import OmniErrorDetails, sanitize
+from omni_errors import OmniErrorDetails
 from omni_errors.fatal import process as fatal
 from omni_errors.server.rejoin import rebuilt, refuse_new_request
 from omni_errors.server.vllm_api import API_RAW_FALLBACKS
@@ -37,7 +37,6 @@ __all__ = [
     "make_record_failure",
     "make_register_handlers",
     "make_serve_http",
-    "make_video_error",
 ]
 
 _CLIENT_ERROR_REASON = "client_error"
@@ -57,9 +56,12 @@ def make_register_handlers(module: ModuleType, original: Any) -> Any:
     """`_register_omni_exception_handlers`: the core's boundary after vLLM-Omni's own handlers."""
     from omni_errors.server.vllm_api import install_api
 
+    from omni_errors_vllm_omni.video_jobs import document_video_jobs
+
     def register(app: Any) -> None:
         original(app)
         install_api(app)
+        document_video_jobs(app)
 
     return register
 
@@ -159,19 +161,3 @@ def make_chat_error_response(module: ModuleType, original: Any) -> Any:
         return report(exc, error_response, where="chat completion", raw_fallbacks=API_RAW_FALLBACKS)
 
     return _create_error_response
-
-
-def make_video_error(module: ModuleType, original: Any) -> Any:
-    """`video.generation.helpers._video_error_from_exception`: a failed job stores the record's status and text."""
-    from omni_errors.semantics.reporting import report
-
-    video_error = module.VideoError
-
-    def stored(details: OmniErrorDetails) -> Any:
-        return video_error(code=details.status_code, message=sanitize(details.message))
-
-    def _video_error_from_exception(exc: Exception) -> Any:
-        # The job was accepted (200, queued) before it ran: whatever fails now is the server's.
-        return report(exc, stored, where="video job", raw_fallbacks=False)
-
-    return _video_error_from_exception

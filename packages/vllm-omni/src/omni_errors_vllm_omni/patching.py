@@ -19,7 +19,7 @@ from typing import Any
 
 from omni_errors_vllm_omni.manifest import Target
 
-__all__ = ["ApplyError", "LayoutError", "applied", "apply", "is_patched", "unapply"]
+__all__ = ["ApplyError", "LayoutError", "applied", "apply", "is_patched", "point_route", "unapply"]
 
 _MARK = "__omni_errors_original__"
 
@@ -51,6 +51,14 @@ def _unwrap(value: Any) -> Any:
 def is_patched(value: Any) -> bool:
     """Whether `value` is a replacement this package installed."""
     return hasattr(_unwrap(value), _MARK)
+
+
+def point_route(router: Any, original: Any, replacement: Any) -> None:
+    """Point the routes of `router` whose endpoint is `original` at `replacement`: a router registers
+    its routes when its module is imported, and an app that includes it later copies what they hold."""
+    for route in router.routes:
+        if getattr(route, "endpoint", None) is original:
+            route.endpoint = replacement
 
 
 def _raw(owner: Any, name: str) -> tuple[Any, bool]:

@@ -330,11 +330,28 @@ TARGETS: tuple[Target, ...] = (
            does="inside an `except`, builds the response from the record of the exception being handled: "
                 "status, `code`, `type` agree, message sanitized",
            upstream="the diffusion chat route raises, or calls `create_error_response(exc)`"),
-    Target(f"{_E}.openai.video.generation.helpers", None, "_video_error_from_exception", "api:make_video_error",
-           Kind.REPLACE, {_R030: "a2fb14c8958d8eed"}, upstreamed={_R030: "550745ac6652f1e8"},
+    Target(f"{_E}.openai.video.generation.helpers", None, "_video_error_from_exception",
+           "video_jobs:make_video_error", Kind.REPLACE, {_R030: "a2fb14c8958d8eed"},
+           upstreamed={_R030: "550745ac6652f1e8"},
            relies_on=("VideoError.code", "VideoError.message"),
            process=Process.API_SERVER, hop=Hop.HTTP,
-           does="stores the record's status and sanitized message",
+           does="stores the whole record: its status and sanitized message in `code` and `message`, and its "
+                "`type`, `param`, `request_id`, `stage_id` beside them (a `VideoError` with the record's fields)",
            upstream="jobs store the record"),
+    Target(f"{_E}.openai.api_server", None, "retrieve_video", "video_jobs:make_retrieve_video", Kind.GUARD,
+           {_R030: "10d7c239628198dd"}, upstreamed={_R030: "67de06b28e8d8f87"},
+           relies_on=("router", "VIDEO_STORE", "VideoGenerationStatus.FAILED"),
+           process=Process.API_SERVER, hop=Hop.HTTP,
+           does="the route's endpoint: a failed job's metadata is 200 with the video object, its `error` the whole "
+                "stored record (vLLM-Omni answered the stored status, with a body no schema declared), and "
+                "`/openapi.json` declares that 200 as `VideoResponse`, whose `VideoError` has the record's fields",
+           upstream="a failed job's metadata is 200 with its record embedded (docs/errors.md, async jobs)"),
+    Target(f"{_E}.openai.api_server", None, "download_video", "video_jobs:make_download_video", Kind.GUARD,
+           {_R030: "a6cbab7a3d25db69"}, upstreamed={_R030: "deea2c12f7323388"},
+           relies_on=("router", "VIDEO_STORE", "VideoGenerationStatus.FAILED"),
+           process=Process.API_SERVER, hop=Hop.HTTP,
+           does="the route's endpoint: a failed job's content answers its stored record, status and envelope "
+                "(vLLM-Omni answered 422 whatever the failure)",
+           upstream="a failed job's content answers its stored record (docs/errors.md, async jobs)"),
 )
 # fmt: on

@@ -1,5 +1,6 @@
 """Async speech jobs: `POST /v1/jobs` queues one, `GET /v1/jobs/{id}` reads its metadata (200, with
-the embedded error once failed), `GET /v1/jobs/{id}/content` its audio (or the stored error's status).
+the record embedded once failed), `GET /v1/jobs/{id}/content` its audio (or the stored record's
+status and envelope): docs/errors.md, "Async jobs"; both declared in `/openapi.json`.
 
 The request goes to the service like any other; a task reads its stream into the job store
 (`omni_errors.render.jobs.JobStore`, which keeps a failure as its canonical record). Conflicts are
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Header
 from omni_errors import MAX_REQUEST_ID_LEN
 from omni_errors.render.jobs import JobStore, job_content, job_metadata_response
 from omni_errors.semantics.exceptions import OmniConflictError
-from omni_errors.server.openapi import error_responses
+from omni_errors.server.openapi import error_responses, job_responses
 from omni_errors_tools.pipeline.audio import audio_response_body
 from omni_errors_tools.pipeline.routes import AUDIO_200, acceptable_id
 from omni_errors_tools.pipeline.schemas import JobRequest, Limits, speech_payload
@@ -40,7 +41,7 @@ def routes(service: Service, limits: Limits) -> APIRouter:
             return
         store.complete(job_id, *audio_response_body(result.pcm, fmt))
 
-    @router.post("/v1/jobs", responses=error_responses(404, 409, 503))
+    @router.post("/v1/jobs", responses={**job_responses(), **error_responses(404, 409, 503)})
     async def create_job(req: JobRequest, x_omni_fault: str | None = Header(default=None)) -> Response:
         payload = speech_payload(req, limits, x_omni_fault)
         job_id = req.id or f"job-{uuid.uuid4().hex}"
@@ -56,7 +57,7 @@ def routes(service: Service, limits: Limits) -> APIRouter:
         task.add_done_callback(tasks.discard)
         return job_metadata_response(job)
 
-    @router.get("/v1/jobs/{job_id}", responses=error_responses(404))
+    @router.get("/v1/jobs/{job_id}", responses={**job_responses(), **error_responses(404)})
     async def get_job(job_id: str) -> Response:
         return job_metadata_response(store.get(job_id))
 
