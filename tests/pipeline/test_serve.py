@@ -14,8 +14,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-if TYPE_CHECKING:  # for annotations only: run beside other directories, `conftest` may name another module
-    from conftest import Server
+if TYPE_CHECKING:
+    from pipeline_server import Server
 
 MODEL = "omni-tiny"
 CHAT = "/v1/chat/completions"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Server, start_server, stop_server
+from pipeline_server import Server, start_server, stop_server
 
 TOUR = Path(__file__).resolve().parents[2] / "docs" / "tour.md"
 COMMAND_TIMEOUT = 120.0  # a 20 MB upload or an SSE stream on two shared cores
