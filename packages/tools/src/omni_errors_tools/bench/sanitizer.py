@@ -190,17 +190,16 @@ def summary(timings: list[Timing], version: str) -> dict[str, float]:
 
 # Why the ratios are taken on an idle machine (docs/sanitizer.md, "Measured", has the figures).
 IDLE_NOTE = (
-    "ratios are meant to be read at idle (1-minute load average well under 1 per core): load slows vLLM's "
-    "Python regular expressions more than a call into the extension, so a busy machine flatters omni-errors"
+    "ratios are meant to be read at idle (nothing but this measurement running: a 1-minute load average "
+    "under 1.5, this process counting for 1): load slows vLLM's Python regular expressions more than a call "
+    "into the extension, so a busy machine flatters omni-errors"
 )
 
 
 def load_line() -> str:
     """The idle note with the load average now, for the output of every ratio table."""
     one, _, _ = os.getloadavg()
-    cores = os.cpu_count() or 1
-    state = "idle" if one < 0.5 * cores else "NOT idle"
-    return f"load average now {one:.2f} on {cores} cores ({state}); {IDLE_NOTE}"
+    return f"load average now {one:.2f} ({'idle' if one < 1.5 else 'NOT idle'}); {IDLE_NOTE}"
 
 
 FIRST_CALL_TEXT = (
