@@ -65,7 +65,7 @@ SELF_AUDITED := python/omni_errors $(foreach m,$(MEMBERS),$(wildcard $(m)/src/*)
 	setup-vllm034 build-vllm034 test-vllm034 pytest-vllm034 bytecode-vllm034 lock-vllm034
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements.lock
 	@echo "setup: installing requirements.lock into $(VENV) (vLLM and torch included: about a minute from uv's cache, several minutes downloading)"
