@@ -75,18 +75,22 @@ pub fn parameter(input: &str, max_len: usize) -> Cow<'_, str> {
     }
 }
 
-/// Tracebacks, private keys, every rule, the length bound.
+/// Tracebacks, private keys, every rule, the length bound. Owned when a step changed the text.
 fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
     let t = traceback::strip(text);
     let p = pem::strip(&t);
     let r = engine::apply(&p, engine::Scope::Text);
-    let out = truncate(&r, max_len);
-    let changed = [&out, &r, &p, &t].iter().any(|c| matches!(c, Cow::Owned(_)));
-    if changed {
-        Cow::Owned(out.into_owned())
-    } else {
-        Cow::Borrowed(text)
+    if let Cow::Owned(cut) = truncate(&r, max_len) {
+        return Cow::Owned(cut);
     }
+    // Within the bound: the last step that changed the text holds the result, moved (not copied).
+    if let Cow::Owned(s) = r {
+        return Cow::Owned(s);
+    }
+    if let Cow::Owned(s) = p {
+        return Cow::Owned(s);
+    }
+    t
 }
 
 /// The rule names, in priority order (for documentation and tests).
