@@ -1,10 +1,11 @@
 """The error contract of an HTTP server, as checks any test can run on a response: ours against
 `omni-errors serve`, and the plugin's against vLLM-Omni.
 
-- `error_body_problems(status, content_type, body)`: what is wrong with one error response (empty
-  when nothing): the record's shape (`{"error": {message, type, param, code[, request_id][, stage_id]}}`
-  and nothing else), `error.code` equal to the HTTP status, and no internals in its text (a path,
-  a traceback, an address, an internal attribute or private class, a credential);
+- `error_body_problems(status, content_type, body[, echoed])`: what is wrong with one error response
+  (empty when nothing): the record's shape (`{"error": {message, type, param, code[, request_id][,
+  stage_id]}}` and nothing else), `error.code` equal to the HTTP status, and no internals in its text
+  (a path, a traceback, an address, an internal attribute or private class, a credential; a name the
+  client sent in the request's path and the message repeats is not one);
 - `error_body_is_the_record`: the same as a Schemathesis check, registered on import
   (`@schemathesis.check`), so every `case.call_and_validate()` in a process that imports this
   module runs it; the CLI loads it with `SCHEMATHESIS_HOOKS=http_contract` (tests/ on `PYTHONPATH`).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import schemathesis
@@ -37,8 +39,12 @@ _OPTIONAL = {"request_id": str, "stage_id": int}
 _TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def error_body_problems(status: int, content_type: str | None, body: bytes) -> list[str]:
-    """Everything that is wrong with an error response (status >= 400); [] for a good one or a success."""
+def error_body_problems(status: int, content_type: str | None, body: bytes, echoed: Iterable[str] = ()) -> list[str]:
+    """Everything that is wrong with an error response (status >= 400); [] for a good one or a success.
+
+    `echoed`: what the client sent in the request's path; a message may name it (`job __dict__ not
+    found`), and a name the client chose is not an internal of the server (a path or a credential still is).
+    """
     if status < 400:
         return []
     if not (content_type or "").startswith("application/json"):
@@ -64,9 +70,15 @@ def error_body_problems(status: int, content_type: str | None, body: bytes) -> l
         problems.append(f"error.code {error.get('code')!r} is not the HTTP status {status}")
     if isinstance(error.get("type"), str) and not _TYPE.fullmatch(error["type"]):
         problems.append(f"error.type {error['type']!r} is not an identifier")
+    sent = [value for value in echoed if value]
     for key in ("message", "param", "request_id"):
         text = error.get(key)
-        if isinstance(text, str) and (found := LEAKS.search(text) or INTERNALS.search(text)):
+        if not isinstance(text, str):
+            continue
+        own = text
+        for value in sent:
+            own = own.replace(value, " ")
+        if found := LEAKS.search(text) or INTERNALS.search(own):
             problems.append(f"error.{key} shows an internal: {found.group(0)!r}")
     return problems
 
@@ -75,6 +87,7 @@ def error_body_problems(status: int, content_type: str | None, body: bytes) -> l
 def error_body_is_the_record(ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Any) -> None:
     """Schemathesis check: an error response is the record's envelope, and shows no internals."""
     content_type = next(iter(response.headers.get("content-type", [])), None)
-    problems = error_body_problems(response.status_code, content_type, response.content)
+    echoed = [str(value) for value in (getattr(case, "path_parameters", None) or {}).values()]
+    problems = error_body_problems(response.status_code, content_type, response.content, echoed)
     if problems:
         raise AssertionError("; ".join(problems))
