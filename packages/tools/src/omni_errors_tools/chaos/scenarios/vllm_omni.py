@@ -24,7 +24,7 @@ from omni_errors_tools.chaos.loadgen import http_call
 from omni_errors_tools.chaos.scenario import ANY, Call, Ctx, Expect, Load, Scenario, expect
 from omni_errors_tools.chaos.target import Launch, ServerCommand, Target
 
-__all__ = ["MODEL", "SCENARIOS", "VllmOmniTarget", "environment", "image_call", "model_dir", "off_and_on"]
+__all__ = ["CPU_ONLY", "MODEL", "SCENARIOS", "VllmOmniTarget", "environment", "image_call", "model_dir", "off_and_on"]
 
 _MODEL_INDEX = {"_class_name": "StableDiffusion3Pipeline"}
 _VAE_CONFIG = {"block_out_channels": [128, 256, 512, 512]}
@@ -39,6 +39,12 @@ def model_dir(parent: Path) -> Path:
     return model
 
 
+#: What a process importing vLLM on a machine without a GPU skips: vLLM's kernel package `humming`
+#: starts two Python processes at import that build CUDA kernels in the background (each imports
+#: torch: seconds of CPU per vLLM process, for nothing on a CPU).
+CPU_ONLY = {"HUMMING_DISABLE_PARALLEL_BUILD": "1"}
+
+
 def environment(*, plugin: bool, fault_marker: Path, subprocess: bool = False) -> dict[str, str]:
     """The environment of a CPU test server: the plugin on or off, the fake engine and its faults, offline."""
     return {
@@ -51,6 +57,7 @@ def environment(*, plugin: bool, fault_marker: Path, subprocess: bool = False) -
         "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "VLLM_LOGGING_COLOR": "0",
+        **CPU_ONLY,
     }
 
 
