@@ -25,6 +25,15 @@ pub(crate) enum Scope {
 
 /// The rules of `scope`, run once over `text`.
 pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
+    apply_from(text, scope, 0)
+}
+
+/// [`apply`], its dispatch starting at byte `from`: the same result where [`prefilter`] said
+/// `Seen::Rule(from)`. Before `from`, `apply`'s dispatch visits only rules whose cheap condition
+/// fails there (the prefilter saw it), and such a rule answers `Found::Miss`: no match, no
+/// `MissUntil`, so at `from` the dispatch is in its initial state (no cursor moved, no rule
+/// skipped), and `from` starts a token run or lies outside one, as a dispatch from 0 sees it.
+pub(crate) fn apply_from(text: &str, scope: Scope, from: usize) -> Cow<'_, str> {
     let (rules, trigger) = match scope {
         Scope::Text => (ALL, TRIGGER),
         Scope::Url => (IN_URL, TRIGGER_IN_URL),
@@ -32,7 +41,7 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
     let b = text.as_bytes();
     let mut out = Out::new(text);
     let mut not_before = [0usize; RULE_COUNT];
-    dispatch(b, rules, trigger, |i, mask, cursor| {
+    dispatch(b, from, rules, trigger, |i, mask, cursor| {
         let cx = Cx {
             text,
             b,
@@ -57,8 +66,9 @@ pub(crate) fn apply(text: &str, scope: Scope) -> Cow<'_, str> {
 /// What the prefilter saw in a text.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Seen {
-    /// A rule may match.
-    Rule,
+    /// A rule may match, none before this byte (the start of a token run or a byte outside
+    /// one): [`apply_from`] may start its dispatch there.
+    Rule(usize),
     /// No rule can match; a traceback or PEM block may be there (a byte of their markers is).
     NoRuleButBlockBytes,
     /// Nothing any pass of the sanitizer would change.
@@ -89,19 +99,21 @@ pub(crate) fn prefilter(text: &str) -> Seen {
         let Some(&c) = b.get(i) else { break };
         let kind = KIND[usize::from(c)];
         kinds |= kind;
+        // A trigger inside a token run is seen before the run's own starts, and one after it
+        // before the starts of the run it ends: the dispatch resumes where the run starts.
         if kind & TRIGGER != 0 && any_may_match(b, i, masked(b, i, BY_BYTE[usize::from(c)])) {
-            return Seen::Rule;
+            return Seen::Rule(run_start);
         }
         if kind & IN_RUN == 0 {
             if i - run_start >= MIN_RUN && run_rules_may_match(b, run_start, i) {
-                return Seen::Rule;
+                return Seen::Rule(run_start);
             }
             run_start = i + 1;
         }
         i += 1;
     }
     if b.len() - run_start >= MIN_RUN && run_rules_may_match(b, run_start, b.len()) {
-        Seen::Rule
+        Seen::Rule(run_start)
     } else if kinds & BLOCK_BYTE != 0 {
         Seen::NoRuleButBlockBytes
     } else {
@@ -167,12 +179,12 @@ enum Step {
 /// rules of `mask` (some of `rules`) may match by their conditions on the bytes around it;
 /// `cursor` is where the last match ended.
 #[inline]
-fn dispatch(b: &[u8], rules: Mask, trigger: u8, mut visit: impl FnMut(usize, Mask, usize) -> Step) {
+fn dispatch(b: &[u8], from: usize, rules: Mask, trigger: u8, mut visit: impl FnMut(usize, Mask, usize) -> Step) {
     let mut cursor = 0;
     // The token run `i` is in ends at `run_end`; run rules may start before `long_end`, where at
     // least `MIN_RUN` of its bytes are left (every run rule needs as many).
     let (mut run_end, mut long_end) = (0, 0);
-    let mut i = 0;
+    let mut i = from;
     while i < b.len() {
         let kind = KIND[usize::from(b[i])];
         if kind & IN_RUN != 0 && i >= run_end {
@@ -351,7 +363,7 @@ mod tests {
     fn dispatch_may_change(text: &str) -> bool {
         let b = text.as_bytes();
         let mut found = false;
-        dispatch(b, ALL, TRIGGER, |i, mask, _| {
+        dispatch(b, 0, ALL, TRIGGER, |i, mask, _| {
             if any_may_match(b, i, mask) {
                 found = true;
                 return Step::Stop;
@@ -418,7 +430,25 @@ mod tests {
                     s.push_str(pieces[next(pieces.len())]);
                 }
             }
-            let may_change = prefilter(&s) == Seen::Rule;
+            let seen = prefilter(&s);
+            let may_change = matches!(seen, Seen::Rule(_));
+            if let Seen::Rule(from) = seen {
+                assert_eq!(apply_from(&s, Scope::Text, from), apply(&s, Scope::Text), "{s:?}");
+            }
+            // What `apply_from` relies on: where a rule's cheap condition fails, it records nothing.
+            let cx = Cx {
+                text: &s,
+                b: s.as_bytes(),
+                lo: 0,
+                inner: url_parts,
+            };
+            for i in 0..s.len() {
+                for rule in &RULES {
+                    if rule.pre.is_some_and(|pre| !pre(s.as_bytes(), i)) {
+                        assert_eq!((rule.find)(&cx, i), Found::Miss, "{} {i} {s:?}", rule.name);
+                    }
+                }
+            }
             assert_eq!(may_change, dispatch_may_change(&s), "{s:?}");
             if !may_change {
                 assert!(matches!(apply(&s, Scope::Text), Cow::Borrowed(_)), "{s:?}");
@@ -446,7 +476,7 @@ mod tests {
             "connect 10.1.2.3:80",
             "see /home/alice/x.py",
         ] {
-            assert_eq!(prefilter(s), Seen::Rule, "{s}");
+            assert!(matches!(prefilter(s), Seen::Rule(_)), "{s}");
         }
     }
 

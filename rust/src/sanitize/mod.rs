@@ -44,25 +44,28 @@ const MAX_PASSES: usize = 8;
 #[must_use]
 pub fn sanitize(input: &str, max_len: usize) -> Cow<'_, str> {
     // Most messages need nothing, and one pass of the rules' dispatch, no rule called, shows it:
-    // the input itself comes back (through PyO3, the caller's own `str` object).
-    if input.len() <= max_len {
-        let clean = match engine::prefilter(input) {
-            engine::Seen::Rule => false,
-            engine::Seen::NoRuleButBlockBytes => !traceback::may_hold(input) && !pem::may_hold(input),
-            engine::Seen::Nothing => true,
-        };
-        if clean {
-            return Cow::Borrowed(input);
+    // the input itself comes back (through PyO3, the caller's own `str` object). Otherwise the
+    // first pass's dispatch starts where the prefilter saw the first rule that may match.
+    let from = if input.len() <= max_len {
+        match engine::prefilter(input) {
+            engine::Seen::Rule(from) => from,
+            engine::Seen::NoRuleButBlockBytes if traceback::may_hold(input) || pem::may_hold(input) => input.len(),
+            engine::Seen::NoRuleButBlockBytes | engine::Seen::Nothing => return Cow::Borrowed(input),
         }
-    }
-    let mut cur: Cow<'_, str> = Cow::Borrowed(input);
-    for _ in 0..MAX_PASSES {
-        match one_pass(&cur, max_len) {
+    } else {
+        0
+    };
+    let mut cur = match one_pass(input, max_len, from) {
+        Cow::Borrowed(_) => return Cow::Borrowed(input),
+        Cow::Owned(s) => s,
+    };
+    for _ in 1..MAX_PASSES {
+        match one_pass(&cur, max_len, 0) {
             Cow::Borrowed(_) => break,
-            Cow::Owned(s) => cur = Cow::Owned(s),
+            Cow::Owned(s) => cur = s,
         }
     }
-    cur
+    Cow::Owned(cur)
 }
 
 /// A request parameter name as a record holds it: one spelling ([`normalize_parameter`]),
@@ -76,10 +79,16 @@ pub fn parameter(input: &str, max_len: usize) -> Cow<'_, str> {
 }
 
 /// Tracebacks, private keys, every rule, the length bound. Owned when a step changed the text.
-fn one_pass(text: &str, max_len: usize) -> Cow<'_, str> {
+/// The rules' dispatch starts at byte `from` of `text` where neither block step changed it.
+fn one_pass(text: &str, max_len: usize, from: usize) -> Cow<'_, str> {
     let t = traceback::strip(text);
     let p = pem::strip(&t);
-    let r = engine::apply(&p, engine::Scope::Text);
+    let from = if matches!((&t, &p), (Cow::Borrowed(_), Cow::Borrowed(_))) {
+        from
+    } else {
+        0
+    };
+    let r = engine::apply_from(&p, engine::Scope::Text, from);
     if let Cow::Owned(cut) = truncate(&r, max_len) {
         return Cow::Owned(cut);
     }

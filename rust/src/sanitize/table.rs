@@ -61,7 +61,9 @@ pub(crate) struct Rule {
     /// is made of token run characters). The engine skips the rule where the run left is shorter.
     pub shortest: usize,
     /// A cheap necessary condition on the bytes, which the matcher checks first: where it fails
-    /// the rule cannot match, so [`may_change`](super::engine::may_change) need not call it.
+    /// the rule cannot match, so [`prefilter`](super::engine::prefilter) need not call it. Where
+    /// it fails, the matcher answers `Found::Miss`, never `MissUntil`: the dispatch that
+    /// [`apply_from`](super::engine::apply_from) skips would have recorded nothing.
     pub pre: Option<Pre>,
     pub find: Matcher,
 }
